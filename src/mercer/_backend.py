@@ -1,0 +1,101 @@
+"""Conversions between user containers and torch tensors; device, dtype and seed resolution."""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+import scipy.sparse as sp
+import torch
+
+from ._config import get_config
+
+__all__ = [
+    "as_output",
+    "make_generator",
+    "resolve_device",
+    "resolve_dtype",
+    "to_numpy",
+    "to_tensor",
+]
+
+_DTYPES = {"float32": torch.float32, "float64": torch.float64}
+
+
+def resolve_device(device=None) -> torch.device:
+    """``None`` -> the configured default (CPU unless set); checks that CUDA exists when asked."""
+    if device is None:
+        device = get_config().device or "cpu"
+    try:
+        dev = torch.device(device)
+    except (RuntimeError, TypeError) as exc:
+        raise ValueError(
+            f"device must be a torch device such as 'cpu' or 'cuda'; got {device!r}."
+        ) from exc
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(
+            f"device={device!r} was requested but CUDA is not available on this machine; "
+            "use device='cpu'."
+        )
+    return dev
+
+
+def resolve_dtype(dtype=None, X=None) -> torch.dtype:
+    """``None`` -> configured default, else follows ``X`` (float32 stays float32, anything else float64)."""
+    if dtype is None:
+        dtype = get_config().dtype
+    if dtype is None:
+        x_dtype = getattr(X, "dtype", None)
+        return torch.float32 if x_dtype in (np.float32, torch.float32) else torch.float64
+    if isinstance(dtype, torch.dtype):
+        if dtype not in (torch.float32, torch.float64):
+            raise ValueError(f"dtype must be float32 or float64; got {dtype}.")
+        return dtype
+    key = np.dtype(dtype).name if not isinstance(dtype, str) else dtype
+    if key not in _DTYPES:
+        raise ValueError(f"dtype must be 'float32', 'float64' or None; got {dtype!r}.")
+    return _DTYPES[key]
+
+
+def to_tensor(X, *, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
+    """Return a tensor holding ``X`` (never a view that could write to the user's array)."""
+    if isinstance(X, torch.Tensor):
+        return X.to(device=device, dtype=dtype)
+    if sp.issparse(X):
+        X = X.toarray()
+    arr = np.asarray(X)
+    if not arr.flags.writeable or not arr.flags.c_contiguous or arr.dtype != np.dtype(str(dtype)[6:]):
+        arr = np.array(arr, dtype=str(dtype)[6:], order="C")
+    else:
+        arr = arr.copy()  # torch.from_numpy shares memory: copy so user data is never touched
+    return torch.from_numpy(arr).to(device)
+
+
+def to_numpy(t: torch.Tensor) -> np.ndarray:
+    return t.detach().cpu().numpy()
+
+
+def as_output(t: torch.Tensor, like):
+    """numpy in -> numpy out; torch in -> torch out on the input's device."""
+    if isinstance(like, torch.Tensor):
+        return t.to(device=like.device)
+    return to_numpy(t)
+
+
+def make_generator(random_state, device: torch.device | None = None) -> torch.Generator:
+    """Turn a scikit-learn style ``random_state`` (None, int, RandomState) into a torch Generator."""
+    if random_state is None:
+        seed = int(np.random.randint(0, 2**31 - 1))
+    elif isinstance(random_state, numbers.Integral):
+        seed = int(random_state)
+    elif isinstance(random_state, np.random.RandomState):
+        seed = int(random_state.randint(0, 2**31 - 1))
+    elif isinstance(random_state, np.random.Generator):
+        seed = int(random_state.integers(0, 2**31 - 1))
+    else:
+        raise ValueError(
+            f"random_state must be None, an int or a numpy RandomState/Generator; got {random_state!r}."
+        )
+    gen = torch.Generator(device=device or "cpu")
+    gen.manual_seed(seed)
+    return gen

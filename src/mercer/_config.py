@@ -1,0 +1,80 @@
+"""Global options as a frozen dataclass, with a context manager for temporary overrides.
+
+Every option can also be given per estimator (``memory_budget=``, ``device=``, ``dtype=``); the
+global value is only the default used when an estimator leaves its own parameter at ``None``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import dataclasses
+from collections.abc import Iterator
+
+__all__ = ["Config", "get_config", "set_config", "config_context"]
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+    """Library-wide defaults.
+
+    Attributes
+    ----------
+    memory_budget : int or None
+        Bytes that one blocked kernel computation may hold at once. ``None`` derives it from the
+        memory available on the target device (see :func:`mercer.linalg.default_memory_budget`).
+    memory_fraction : float
+        Fraction of the available memory used when ``memory_budget`` is ``None``.
+    device : str or None
+        Default torch device (``"cpu"``, ``"cuda"``, ``"cuda:1"``). ``None`` means ``"cpu"``.
+    dtype : str or None
+        Default floating dtype (``"float32"`` or ``"float64"``); ``None`` follows the input.
+    """
+
+    memory_budget: int | None = None
+    memory_fraction: float = 0.5
+    device: str | None = None
+    dtype: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.memory_budget is not None and (
+            not isinstance(self.memory_budget, int) or self.memory_budget <= 0
+        ):
+            raise ValueError(
+                f"memory_budget must be a positive int (bytes) or None; got {self.memory_budget!r}."
+            )
+        if not 0.0 < float(self.memory_fraction) <= 1.0:
+            raise ValueError(
+                f"memory_fraction must be in (0, 1]; got {self.memory_fraction!r}."
+            )
+        if self.dtype not in (None, "float32", "float64"):
+            raise ValueError(f"dtype must be 'float32', 'float64' or None; got {self.dtype!r}.")
+
+
+_CONFIG: contextvars.ContextVar[Config] = contextvars.ContextVar("mercer_config", default=Config())
+
+
+def get_config() -> Config:
+    """Return the options in force in the current context."""
+    return _CONFIG.get()
+
+
+def set_config(**options) -> Config:
+    """Replace options for the rest of the current context; returns the new :class:`Config`."""
+    new = dataclasses.replace(get_config(), **options)
+    _CONFIG.set(new)
+    return new
+
+
+@contextlib.contextmanager
+def config_context(**options) -> Iterator[Config]:
+    """Temporarily override options::
+
+        with mercer.config_context(memory_budget=64 * 2**20):
+            model.fit(X, y)
+    """
+    token = _CONFIG.set(dataclasses.replace(get_config(), **options))
+    try:
+        yield _CONFIG.get()
+    finally:
+        _CONFIG.reset(token)

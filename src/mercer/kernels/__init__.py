@@ -1,0 +1,42 @@
+"""Kernel functions: pure maths on torch tensors (any device, float32 or float64).
+
+>>> from mercer.kernels import RBF, Linear
+>>> k = 0.5 * RBF(gamma=0.1) + Linear()
+>>> K = k(X)            # (n, n)
+>>> K_xz = k(X, Z)      # (n, m)
+>>> d = k.diag(X)       # (n,)
+"""
+
+from ._base import Constant, Kernel, Product, Scaled, Sum
+from ._checks import MercerReport, check_mercer
+from ._dot_product import Linear, Polynomial, Quadratic, Sigmoid
+from ._precomputed import Precomputed
+from ._registry import KERNELS, parse_kernel_spec, resolve_kernel
+from ._sets import HistogramIntersection, Intersection, encode_sets
+from ._stationary import RBF, Gaussian, Laplacian, Matern, squared_distances
+
+__all__ = [
+    "KERNELS",
+    "RBF",
+    "Constant",
+    "Gaussian",
+    "HistogramIntersection",
+    "Intersection",
+    "Kernel",
+    "Laplacian",
+    "Linear",
+    "Matern",
+    "MercerReport",
+    "Polynomial",
+    "Precomputed",
+    "Product",
+    "Quadratic",
+    "Scaled",
+    "Sigmoid",
+    "Sum",
+    "check_mercer",
+    "encode_sets",
+    "parse_kernel_spec",
+    "resolve_kernel",
+    "squared_distances",
+]

@@ -1,0 +1,266 @@
+"""Kernel base class and the operator algebra (``+``, ``*``, scalar ``*``).
+
+A kernel is an immutable object that fills one block ``K(X1, X2)`` of shape ``(n1, n2)`` from two
+2-D tensors on the same device; it never decides how a large matrix is tiled (that is
+:mod:`mercer.linalg`'s job). Subclasses implement two small methods:
+
+* ``_pairwise(X1, X2)`` -> ``(n1, n2)`` block,
+* ``_paired(X1, X2)``   -> ``(n,)`` values ``k(X1[i], X2[i])`` (used for the diagonal),
+
+and may declare ``scratch(d)``: extra working memory, in multiples of the output block, that
+``_pairwise`` needs, so that the planner can size blocks for it.
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Iterable
+
+import numpy as np
+import torch
+
+__all__ = ["Kernel", "Sum", "Product", "Scaled", "Constant"]
+
+
+def _as_tensor(X, like: torch.Tensor | None = None) -> torch.Tensor:
+    if not isinstance(X, torch.Tensor):
+        X = torch.as_tensor(np.asarray(X, dtype=np.float64))
+        if like is not None:
+            X = X.to(device=like.device, dtype=like.dtype)
+    if X.ndim != 2:
+        raise ValueError(f"kernel inputs must be 2-D (n_samples, n_features); got ndim = {X.ndim}.")
+    return X
+
+
+def _fmt(value) -> str:
+    if isinstance(value, torch.Tensor) and value.numel() == 1:
+        value = value.item()
+    return f"{value:g}" if isinstance(value, float) else repr(value)
+
+
+class Kernel:
+    """Base class of every mercer kernel. See the module docstring for the subclass contract."""
+
+    #: True when k(x, y) depends on x - y only (random Fourier features apply).
+    is_stationary: bool = False
+    #: True for kernels whose "inputs" are rows of a precomputed Gram matrix.
+    is_precomputed: bool = False
+
+    # -- public API -------------------------------------------------------------------------
+    def __call__(self, X1, X2=None) -> torch.Tensor:
+        """Kernel matrix ``K[i, j] = k(X1[i], X2[j])``; ``X2=None`` means ``X2 = X1``."""
+        X1 = _as_tensor(X1)
+        X2 = X1 if X2 is None else _as_tensor(X2, like=X1)
+        self._check_pair(X1, X2)
+        return self._pairwise(X1, X2)
+
+    def diag(self, X) -> torch.Tensor:
+        """Diagonal ``k(X[i], X[i])`` of ``K(X, X)`` without forming the matrix, shape ``(n,)``."""
+        X = _as_tensor(X)
+        return self._paired(X, X)
+
+    def block(self, X: torch.Tensor, Z: torch.Tensor, rows: slice, cols: slice) -> torch.Tensor:
+        """One tile ``K(X[rows], Z[cols])`` of a larger kernel matrix (used by the block engine)."""
+        return self._pairwise(X[rows], Z[cols])
+
+    def scratch(self, n_features: int) -> float:
+        """Extra working memory of ``_pairwise``, in multiples of the output block."""
+        return 1.0
+
+    @property
+    def hyperparameters(self) -> dict:
+        """Named hyperparameters (floats or tensors; tensors may require grad)."""
+        return {}
+
+    # -- subclass hooks ---------------------------------------------------------------------
+    def _pairwise(self, X1: torch.Tensor, X2: torch.Tensor) -> torch.Tensor:  # pragma: no cover
+        raise NotImplementedError
+
+    def _paired(self, X1: torch.Tensor, X2: torch.Tensor) -> torch.Tensor:  # pragma: no cover
+        raise NotImplementedError
+
+    def _check_pair(self, X1: torch.Tensor, X2: torch.Tensor) -> None:
+        if X1.shape[1] != X2.shape[1]:
+            raise ValueError(
+                f"{self!r}: X1 has {X1.shape[1]} features but X2 has {X2.shape[1]}; they must match."
+            )
+        if X1.device != X2.device:
+            raise ValueError(f"{self!r}: inputs on different devices ({X1.device} and {X2.device}).")
+
+    # -- algebra ----------------------------------------------------------------------------
+    def __add__(self, other):
+        if isinstance(other, numbers.Real) and not isinstance(other, bool):
+            return self if other == 0 else Sum([self, Constant(float(other))])
+        if isinstance(other, Kernel):
+            return Sum([self, other])
+        return NotImplemented
+
+    def __radd__(self, other):
+        return self.__add__(other)
+
+    def __mul__(self, other):
+        if isinstance(other, (numbers.Real, torch.Tensor)) and not isinstance(other, bool):
+            return Scaled(other, self)
+        if isinstance(other, Kernel):
+            return Product([self, other])
+        return NotImplemented
+
+    def __rmul__(self, other):
+        return self.__mul__(other)
+
+    # -- identity ---------------------------------------------------------------------------
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={_fmt(v)}" for k, v in self.hyperparameters.items())
+        return f"{type(self).__name__}({args})"
+
+    def __eq__(self, other) -> bool:
+        if type(self) is not type(other):
+            return False
+        a, b = self.hyperparameters, other.hyperparameters
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+
+    def __hash__(self) -> int:
+        return hash((type(self).__name__, repr(self)))
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, Kernel) or isinstance(b, Kernel):
+        return a == b
+    if isinstance(a, (list, tuple)):
+        return isinstance(b, (list, tuple)) and len(a) == len(b) and all(map(_same, a, b))
+    if isinstance(a, torch.Tensor) or isinstance(b, torch.Tensor):
+        return bool(torch.equal(torch.as_tensor(a), torch.as_tensor(b)))
+    return a == b
+
+
+class Constant(Kernel):
+    """Constant kernel ``k(x, y) = c`` (c >= 0): what a plain number becomes in ``k + c``."""
+
+    def __init__(self, value: float = 1.0):
+        if not isinstance(value, numbers.Real) or not value >= 0:
+            raise ValueError(f"Constant kernel value must be a float >= 0; got {value!r}.")
+        self.value = float(value)
+
+    @property
+    def hyperparameters(self) -> dict:
+        return {"value": self.value}
+
+    def scratch(self, n_features: int) -> float:
+        return 0.0
+
+    def _pairwise(self, X1, X2):
+        return torch.full((X1.shape[0], X2.shape[0]), self.value, dtype=X1.dtype, device=X1.device)
+
+    def _paired(self, X1, X2):
+        return torch.full((X1.shape[0],), self.value, dtype=X1.dtype, device=X1.device)
+
+
+class _Composite(Kernel):
+    _op = "?"
+
+    def __init__(self, kernels: Iterable[Kernel]):
+        flat: list[Kernel] = []
+        for k in kernels:
+            if not isinstance(k, Kernel):
+                raise TypeError(f"{type(self).__name__} expects mercer kernels; got {k!r}.")
+            if k.is_precomputed:
+                raise ValueError("a Precomputed kernel cannot be combined with other kernels.")
+            flat.extend(k.kernels if type(k) is type(self) else [k])
+        if len(flat) < 2:
+            raise ValueError(f"{type(self).__name__} needs at least two kernels; got {len(flat)}.")
+        self.kernels = tuple(flat)
+
+    @property
+    def is_stationary(self) -> bool:  # type: ignore[override]
+        return False
+
+    @property
+    def hyperparameters(self) -> dict:
+        return {"kernels": list(self.kernels)}
+
+    def scratch(self, n_features: int) -> float:
+        return 1.0 + max(k.scratch(n_features) for k in self.kernels)
+
+    def __repr__(self) -> str:
+        return "(" + f" {self._op} ".join(map(repr, self.kernels)) + ")"
+
+
+class Sum(_Composite):
+    """``k(x, y) = sum_i k_i(x, y)`` (n-ary, nested sums are flattened)."""
+
+    _op = "+"
+
+    def _pairwise(self, X1, X2):
+        out = self.kernels[0]._pairwise(X1, X2)
+        for k in self.kernels[1:]:
+            out = out.add_(k._pairwise(X1, X2))
+        return out
+
+    def _paired(self, X1, X2):
+        return sum(k._paired(X1, X2) for k in self.kernels)
+
+
+class Product(_Composite):
+    """``k(x, y) = prod_i k_i(x, y)`` (n-ary, nested products are flattened)."""
+
+    _op = "*"
+
+    def _pairwise(self, X1, X2):
+        out = self.kernels[0]._pairwise(X1, X2)
+        for k in self.kernels[1:]:
+            out = out.mul_(k._pairwise(X1, X2))
+        return out
+
+    def _paired(self, X1, X2):
+        out = self.kernels[0]._paired(X1, X2)
+        for k in self.kernels[1:]:
+            out = out * k._paired(X1, X2)
+        return out
+
+
+class Scaled(Kernel):
+    """``k(x, y) = c * k0(x, y)`` with ``c > 0``; ``c1 * (c2 * k)`` collapses to ``(c1 c2) * k``."""
+
+    def __init__(self, scale, kernel: Kernel):
+        if isinstance(scale, torch.Tensor):
+            bad = scale.numel() != 1 or not bool(scale.detach() > 0)
+        else:
+            bad = not isinstance(scale, numbers.Real) or not scale > 0 or not np.isfinite(scale)
+        if bad:
+            raise ValueError(f"a kernel can only be scaled by a finite number > 0; got {scale!r}.")
+        if not isinstance(kernel, Kernel):
+            raise TypeError(f"Scaled expects a mercer kernel; got {kernel!r}.")
+        if isinstance(kernel, Scaled):
+            scale, kernel = scale * kernel.scale, kernel.kernel
+        self.scale = float(scale) if not isinstance(scale, torch.Tensor) else scale
+        self.kernel = kernel
+
+    @property
+    def is_stationary(self) -> bool:  # type: ignore[override]
+        return self.kernel.is_stationary
+
+    @property
+    def is_precomputed(self) -> bool:  # type: ignore[override]
+        return self.kernel.is_precomputed
+
+    @property
+    def hyperparameters(self) -> dict:
+        return {"scale": self.scale, "kernel": self.kernel}
+
+    def scratch(self, n_features: int) -> float:
+        return self.kernel.scratch(n_features)
+
+    def block(self, X, Z, rows, cols):
+        return self.kernel.block(X, Z, rows, cols).mul_(self.scale)
+
+    def _check_pair(self, X1, X2):
+        self.kernel._check_pair(X1, X2)
+
+    def _pairwise(self, X1, X2):
+        return self.kernel._pairwise(X1, X2).mul_(self.scale)
+
+    def _paired(self, X1, X2):
+        return self.kernel._paired(X1, X2) * self.scale
+
+    def __repr__(self) -> str:
+        return f"{_fmt(self.scale)} * {self.kernel!r}"

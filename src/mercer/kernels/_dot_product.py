@@ -1,0 +1,102 @@
+"""Kernels of the inner product: Linear, Polynomial, Quadratic, Sigmoid."""
+
+from __future__ import annotations
+
+import numbers
+
+import torch
+
+from ._base import Kernel
+from ._params import positive, real, resolved_gamma
+
+__all__ = ["Linear", "Polynomial", "Quadratic", "Sigmoid"]
+
+
+class Linear(Kernel):
+    r"""Linear kernel :math:`k(x, y) = \langle x, y \rangle`.
+
+    Its explicit feature map is the identity (dimension ``d``).
+    """
+
+    def scratch(self, n_features: int) -> float:
+        return 0.0
+
+    def _pairwise(self, X1, X2):
+        return X1 @ X2.T
+
+    def _paired(self, X1, X2):
+        return (X1 * X2).sum(dim=1)
+
+
+class Polynomial(Kernel):
+    r"""Polynomial kernel :math:`k(x, y) = (\gamma \langle x, y \rangle + c)^p`.
+
+    Parameters
+    ----------
+    degree : int >= 1
+        The power ``p``.
+    gamma : float > 0 or None
+        Scale of the inner product; ``None`` means ``1 / n_features`` (scikit-learn's default).
+    coef0 : float >= 0
+        The offset ``c``. ``c > 0`` keeps the lower-order monomials; ``c = 0`` gives the
+        homogeneous kernel. Its explicit feature map has ``C(d + p, p)`` coordinates
+        (see :class:`mercer.approx.PolynomialFeatureMap`).
+    """
+
+    def __init__(self, degree: int = 3, gamma: float | None = None, coef0: float = 1.0):
+        owner = type(self).__name__
+        if not isinstance(degree, numbers.Integral) or isinstance(degree, bool) or degree < 1:
+            raise ValueError(f"The 'degree' parameter of {owner} must be an int >= 1. Got {degree!r} instead.")
+        self.degree = int(degree)
+        self.gamma = positive(owner, "gamma", gamma, allow_none=True)
+        self.coef0 = positive(owner, "coef0", coef0, allow_zero=True)
+
+    @property
+    def hyperparameters(self) -> dict:
+        return {"degree": self.degree, "gamma": self.gamma, "coef0": self.coef0}
+
+    def _pairwise(self, X1, X2):
+        g = resolved_gamma(self.gamma, X1.shape[1])
+        return (X1 @ X2.T).mul_(g).add_(self.coef0).pow_(self.degree)
+
+    def _paired(self, X1, X2):
+        g = resolved_gamma(self.gamma, X1.shape[1])
+        return ((X1 * X2).sum(dim=1) * g + self.coef0) ** self.degree
+
+
+class Quadratic(Polynomial):
+    r"""Quadratic kernel :math:`k(x, y) = (\gamma \langle x, y \rangle + c)^2`.
+
+    Defaults to the seeds' :math:`K_{quad}(x, y) = \langle x, y \rangle^2` (``gamma=1, coef0=0``),
+    whose feature map in 2-D is :math:`[x_1^2, \sqrt{2} x_1 x_2, x_2^2]`.
+    """
+
+    def __init__(self, gamma: float | None = 1.0, coef0: float = 0.0):
+        super().__init__(degree=2, gamma=gamma, coef0=coef0)
+
+    @property
+    def hyperparameters(self) -> dict:
+        return {"gamma": self.gamma, "coef0": self.coef0}
+
+
+class Sigmoid(Kernel):
+    r"""Sigmoid ("neural") kernel :math:`k(x, y) = \tanh(\gamma \langle x, y \rangle + c)`.
+
+    Not positive semi-definite in general: :func:`mercer.kernels.check_mercer` flags it.
+    """
+
+    def __init__(self, gamma: float | None = None, coef0: float = 1.0):
+        self.gamma = positive(type(self).__name__, "gamma", gamma, allow_none=True)
+        self.coef0 = real(type(self).__name__, "coef0", coef0)
+
+    @property
+    def hyperparameters(self) -> dict:
+        return {"gamma": self.gamma, "coef0": self.coef0}
+
+    def _pairwise(self, X1, X2):
+        g = resolved_gamma(self.gamma, X1.shape[1])
+        return (X1 @ X2.T).mul_(g).add_(self.coef0).tanh_()
+
+    def _paired(self, X1, X2):
+        g = resolved_gamma(self.gamma, X1.shape[1])
+        return torch.tanh((X1 * X2).sum(dim=1) * g + self.coef0)

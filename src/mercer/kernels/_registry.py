@@ -1,0 +1,91 @@
+"""String shorthands: ``"rbf"`` -> ``RBF(...)``, and the CLI's ``"rbf:gamma=0.1"`` syntax."""
+
+from __future__ import annotations
+
+import inspect
+
+from ._base import Kernel
+from ._dot_product import Linear, Polynomial, Quadratic, Sigmoid
+from ._precomputed import Precomputed
+from ._sets import HistogramIntersection, Intersection
+from ._stationary import RBF, Laplacian, Matern
+
+__all__ = ["KERNELS", "resolve_kernel", "parse_kernel_spec"]
+
+KERNELS: dict[str, type[Kernel]] = {
+    "linear": Linear,
+    "poly": Polynomial,
+    "polynomial": Polynomial,
+    "quadratic": Quadratic,
+    "sigmoid": Sigmoid,
+    "rbf": RBF,
+    "gaussian": RBF,
+    "laplacian": Laplacian,
+    "matern": Matern,
+    "intersection": Intersection,
+    "histogram": HistogramIntersection,
+    "histogram_intersection": HistogramIntersection,
+    "precomputed": Precomputed,
+}
+
+
+def resolve_kernel(kernel, *, gamma=None, degree=None, coef0=None, kernel_params=None,
+                   owner: str = "estimator") -> Kernel:
+    """Turn an estimator's ``kernel`` parameter into a :class:`Kernel`.
+
+    Strings follow scikit-learn: ``gamma``, ``degree`` and ``coef0`` go to the kernels that take
+    them (and are ignored by the others, as in scikit-learn); ``kernel_params`` (a dict, never
+    modified) adds any other keyword. A :class:`Kernel` instance is returned as is.
+    """
+    if isinstance(kernel, Kernel):
+        return kernel
+    if not isinstance(kernel, str):
+        raise ValueError(
+            f"The 'kernel' parameter of {owner} must be a str among {sorted(KERNELS)} or a "
+            f"mercer.kernels.Kernel. Got {kernel!r} instead."
+        )
+    name = kernel.lower()
+    if name not in KERNELS:
+        raise ValueError(
+            f"The 'kernel' parameter of {owner} must be a str among {sorted(KERNELS)} or a "
+            f"mercer.kernels.Kernel. Got {kernel!r} instead."
+        )
+    cls = KERNELS[name]
+    accepted = set(inspect.signature(cls.__init__).parameters) - {"self"}
+    params = {k: v for k, v in (("gamma", gamma), ("degree", degree), ("coef0", coef0))
+              if k in accepted and v is not None}
+    extra = dict(kernel_params or {})
+    unknown = set(extra) - accepted
+    if unknown:
+        raise ValueError(
+            f"kernel_params {sorted(unknown)} are not parameters of {cls.__name__} "
+            f"(accepted: {sorted(accepted)})."
+        )
+    params.update(extra)
+    return cls(**params)
+
+
+def _parse_value(text: str):
+    for conv in (int, float):
+        try:
+            return conv(text)
+        except ValueError:
+            pass
+    return text
+
+
+def parse_kernel_spec(spec: str) -> Kernel:
+    """Parse ``"name[:key=value[,key=value...]]"``, with ``+`` for sums, e.g.
+    ``"rbf:gamma=0.1"`` or ``"rbf:gamma=0.5+linear"``."""
+    terms = [t.strip() for t in spec.split("+")]
+    kernels = []
+    for term in terms:
+        name, _, args = term.partition(":")
+        params = {}
+        for item in filter(None, (a.strip() for a in args.split(","))):
+            key, eq, value = item.partition("=")
+            if not eq:
+                raise ValueError(f"kernel spec {spec!r}: expected key=value, got {item!r}.")
+            params[key.strip()] = _parse_value(value.strip())
+        kernels.append(resolve_kernel(name.strip(), kernel_params=params, owner="the kernel spec"))
+    return kernels[0] if len(kernels) == 1 else sum(kernels)

@@ -1,0 +1,162 @@
+"""Stationary kernels ``k(x, y) = f(x - y)``: RBF/Gaussian, Laplacian, Matérn.
+
+Each one also knows its spectral density (Bochner's theorem): ``sample_frequencies`` draws
+``omega`` with ``E[cos(omega^T (x - y))] = k(x, y)``, which is what random Fourier features need.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ._base import Kernel
+from ._params import positive, resolved_gamma
+
+__all__ = ["RBF", "Gaussian", "Laplacian", "Matern", "squared_distances"]
+
+
+def squared_distances(X1: torch.Tensor, X2: torch.Tensor) -> torch.Tensor:
+    """``||x - y||^2`` for every pair by the GEMM expansion, clamped at 0; one block of memory."""
+    n1 = (X1 * X1).sum(dim=1)
+    n2 = n1 if X2 is X1 else (X2 * X2).sum(dim=1)
+    D = X1 @ X2.T
+    return D.mul_(-2.0).add_(n1[:, None]).add_(n2[None, :]).clamp_min_(0.0)
+
+
+class _Stationary(Kernel):
+    is_stationary = True
+
+    def sample_frequencies(self, n_features: int, n_components: int, *, generator: torch.Generator,
+                           dtype=torch.float64, device="cpu") -> torch.Tensor:
+        """Draw ``(n_features, n_components)`` frequencies from the kernel's spectral density."""
+        raise NotImplementedError  # pragma: no cover
+
+
+class RBF(_Stationary):
+    r"""Gaussian (RBF) kernel :math:`k(x, y) = \exp(-\gamma \|x - y\|^2)`.
+
+    Parameters
+    ----------
+    gamma : float > 0 or None
+        ``None`` means ``1 / n_features`` (scikit-learn's default) unless ``sigma`` is given.
+    sigma : float > 0 or None
+        Bandwidth; ``gamma = 1 / (2 sigma^2)``. Give ``gamma`` or ``sigma``, not both.
+
+    Spectral density: :math:`\omega \sim \mathcal{N}(0, 2\gamma I)`.
+    """
+
+    def __init__(self, gamma: float | None = None, sigma: float | None = None):
+        owner = type(self).__name__
+        gamma = positive(owner, "gamma", gamma, allow_none=True)
+        sigma = positive(owner, "sigma", sigma, allow_none=True)
+        if gamma is not None and sigma is not None:
+            raise ValueError(f"{owner}: give either 'gamma' or 'sigma', not both (got gamma={gamma}, sigma={sigma}).")
+        self.gamma = 1.0 / (2.0 * sigma**2) if sigma is not None else gamma
+
+    @property
+    def hyperparameters(self) -> dict:
+        return {"gamma": self.gamma}
+
+    def scratch(self, n_features: int) -> float:
+        return 0.0
+
+    def _pairwise(self, X1, X2):
+        g = resolved_gamma(self.gamma, X1.shape[1])
+        return squared_distances(X1, X2).mul_(-g).exp_()
+
+    def _paired(self, X1, X2):
+        g = resolved_gamma(self.gamma, X1.shape[1])
+        return torch.exp(-g * ((X1 - X2) ** 2).sum(dim=1))
+
+    def sample_frequencies(self, n_features, n_components, *, generator, dtype=torch.float64, device="cpu"):
+        g = float(resolved_gamma(self.gamma, n_features))
+        W = torch.randn(n_features, n_components, generator=generator, dtype=dtype, device=device)
+        return W.mul_(math.sqrt(2.0 * g))
+
+
+Gaussian = RBF
+
+
+class Laplacian(_Stationary):
+    r"""Laplacian kernel :math:`k(x, y) = \exp(-\gamma \|x - y\|_1)` (as scikit-learn's).
+
+    ``gamma=None`` means ``1 / n_features``. Spectral density: a product of Cauchy(0, gamma)
+    laws, one per coordinate.
+    """
+
+    def __init__(self, gamma: float | None = None):
+        self.gamma = positive(type(self).__name__, "gamma", gamma, allow_none=True)
+
+    @property
+    def hyperparameters(self) -> dict:
+        return {"gamma": self.gamma}
+
+    def scratch(self, n_features: int) -> float:
+        return 0.0
+
+    def _pairwise(self, X1, X2):
+        g = resolved_gamma(self.gamma, X1.shape[1])
+        return torch.cdist(X1, X2, p=1.0).mul_(-g).exp_()
+
+    def _paired(self, X1, X2):
+        g = resolved_gamma(self.gamma, X1.shape[1])
+        return torch.exp(-g * (X1 - X2).abs().sum(dim=1))
+
+    def sample_frequencies(self, n_features, n_components, *, generator, dtype=torch.float64, device="cpu"):
+        g = float(resolved_gamma(self.gamma, n_features))
+        U = torch.rand(n_features, n_components, generator=generator, dtype=dtype, device=device)
+        return torch.tan(math.pi * (U - 0.5)).mul_(g)
+
+
+class Matern(_Stationary):
+    r"""Matérn kernel with smoothness ``nu`` in {1/2, 3/2, 5/2} and ``length_scale`` l.
+
+    With :math:`r = \|x - y\|_2 / l`:
+
+    * nu = 1/2: :math:`\exp(-r)`
+    * nu = 3/2: :math:`(1 + \sqrt{3} r) \exp(-\sqrt{3} r)`
+    * nu = 5/2: :math:`(1 + \sqrt{5} r + 5 r^2 / 3) \exp(-\sqrt{5} r)`
+
+    Matches ``sklearn.gaussian_process.kernels.Matern``. Spectral density: a multivariate
+    Student-t with ``2 nu`` degrees of freedom and scale ``1 / l``.
+    """
+
+    _NUS = (0.5, 1.5, 2.5)
+
+    def __init__(self, nu: float = 1.5, length_scale: float = 1.0):
+        owner = type(self).__name__
+        if nu not in self._NUS:
+            raise ValueError(f"The 'nu' parameter of {owner} must be one of {self._NUS}. Got {nu!r} instead.")
+        self.nu = float(nu)
+        self.length_scale = positive(owner, "length_scale", length_scale)
+
+    @property
+    def hyperparameters(self) -> dict:
+        return {"nu": self.nu, "length_scale": self.length_scale}
+
+    def _profile(self, r: torch.Tensor) -> torch.Tensor:
+        if self.nu == 0.5:
+            return r.neg_().exp_()
+        if self.nu == 1.5:
+            r = r.mul_(math.sqrt(3.0))
+            return (1.0 + r) * torch.exp(-r)
+        r = r.mul_(math.sqrt(5.0))
+        return (1.0 + r + r * r / 3.0) * torch.exp(-r)
+
+    def _pairwise(self, X1, X2):
+        # Exact differences (not the GEMM expansion): sqrt amplifies cancellation near r = 0.
+        r = torch.cdist(X1, X2, p=2.0, compute_mode="donot_use_mm_for_euclid_dist")
+        return self._profile(r.div_(self.length_scale))
+
+    def _paired(self, X1, X2):
+        r = torch.linalg.vector_norm(X1 - X2, dim=1) / self.length_scale
+        return self._profile(r)
+
+    def sample_frequencies(self, n_features, n_components, *, generator, dtype=torch.float64, device="cpu"):
+        Z = torch.randn(n_features, n_components, generator=generator, dtype=dtype, device=device)
+        dof = 2.0 * self.nu
+        # u ~ chi-square(dof) = Gamma(dof / 2, scale 2)
+        shape = torch.full((n_components,), dof / 2.0, dtype=dtype, device=device)
+        u = torch._standard_gamma(shape, generator=generator) * 2.0
+        return Z.div_(self.length_scale).mul_(torch.sqrt(dof / u)[None, :])
