@@ -1,0 +1,145 @@
+"""The memory planner: one pure function from problem sizes and a budget to block sizes.
+
+Nothing here touches a tensor, so it is tested without data or a GPU.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+
+__all__ = ["BlockPlan", "MemoryBudgetError", "plan_blocks", "default_memory_budget", "available_memory"]
+
+#: Rows below which a tile is too thin for GEMMs to run well; columns are split before rows go under.
+MIN_ROWS = 64
+
+
+class MemoryBudgetError(MemoryError, ValueError):
+    """A computation cannot fit the memory budget. The message says what would."""
+
+
+@dataclasses.dataclass(frozen=True)
+class BlockPlan:
+    """Tiling of an ``(n, m)`` kernel matrix.
+
+    Attributes
+    ----------
+    row_block, col_block : int
+        Tile shape. ``col_block == m`` means full-width row blocks (the fast case).
+    tile_bytes : int
+        Peak bytes of one tile, kernel scratch and per-tile vectors included.
+    """
+
+    n: int
+    m: int
+    row_block: int
+    col_block: int
+    tile_bytes: int
+    budget: int
+
+    @property
+    def n_row_blocks(self) -> int:
+        return math.ceil(self.n / self.row_block) if self.n else 0
+
+    @property
+    def n_col_blocks(self) -> int:
+        return math.ceil(self.m / self.col_block) if self.m else 0
+
+    @property
+    def full_width(self) -> bool:
+        return self.col_block >= self.m
+
+
+def _tile_bytes(br: int, bc: int, d: int, itemsize: int, scratch: float, n_rhs: int) -> int:
+    kernel = br * bc * (1.0 + scratch)         # the tile and the kernel's working copies
+    inputs = (br + bc) * (d + 1)               # row norms and the gathered inputs of the tile
+    vectors = (br + bc) * n_rhs * 2            # slices of v and the partial products
+    return int(math.ceil((kernel + inputs + vectors) * itemsize))
+
+
+def plan_blocks(n: int, m: int, d: int, *, itemsize: int, budget: int, scratch: float = 1.0,
+                n_rhs: int = 1, min_rows: int = MIN_ROWS) -> BlockPlan:
+    """Choose the largest tile ``(row_block, col_block)`` of an ``(n, m)`` kernel matrix that fits.
+
+    Full-width row blocks are preferred; columns are split only when fewer than ``min_rows``
+    full-width rows would fit. Raises :class:`MemoryBudgetError` when not even a 1 x 1 tile fits.
+
+    Parameters
+    ----------
+    n, m : int
+        Rows and columns of the kernel matrix.
+    d : int
+        Input features.
+    itemsize : int
+        Bytes per element (4 for float32, 8 for float64).
+    budget : int
+        Bytes the tile may use.
+    scratch : float
+        Extra working memory of the kernel, in multiples of the tile (``Kernel.scratch``).
+    n_rhs : int
+        Columns of the vectors multiplied by the tile.
+    """
+    for name, val in (("n", n), ("m", m), ("d", d), ("itemsize", itemsize), ("budget", budget), ("n_rhs", n_rhs)):
+        if int(val) != val or val < (0 if name in ("n", "m") else 1):
+            raise ValueError(f"plan_blocks: {name} must be a {'non-negative' if name in ('n', 'm') else 'positive'} int; got {val!r}.")
+    if n == 0 or m == 0:
+        return BlockPlan(n, m, max(n, 1), max(m, 1), 0, budget)
+
+    def rows_fitting(bc: int) -> int:
+        per_row = _tile_bytes(1, bc, d, itemsize, scratch, n_rhs) - _tile_bytes(0, bc, d, itemsize, scratch, n_rhs)
+        fixed = _tile_bytes(0, bc, d, itemsize, scratch, n_rhs)
+        return int((budget - fixed) // per_row) if budget > fixed else 0
+
+    br = rows_fitting(m)
+    if br >= min(min_rows, n):
+        br = min(br, n)
+        return BlockPlan(n, m, br, m, _tile_bytes(br, m, d, itemsize, scratch, n_rhs), budget)
+    # Split the columns: tiles of min_rows rows (fewer if even that does not fit).
+    per_vec = d + 1 + 2 * n_rhs
+
+    def cols_fitting(br: int) -> int:
+        return int((budget / itemsize - br * per_vec) // (br * (1.0 + scratch) + per_vec))
+
+    br = min(n, min_rows)
+    while cols_fitting(br) < 1 and br > 1:
+        br = max(1, br // 2)
+    bc = min(cols_fitting(br), m)
+    if bc < 1:
+        need = _tile_bytes(1, 1, d, itemsize, scratch, n_rhs)
+        raise MemoryBudgetError(
+            f"memory budget of {budget} bytes cannot hold even one kernel entry with d={d} "
+            f"features (needs about {need} bytes); raise memory_budget."
+        )
+    return BlockPlan(n, m, br, bc, _tile_bytes(br, bc, d, itemsize, scratch, n_rhs), budget)
+
+
+def available_memory(device=None) -> int:
+    """Bytes currently available on ``device`` (free RAM for the CPU, free memory for CUDA)."""
+    import torch
+
+    dev = torch.device(device or "cpu")
+    if dev.type == "cuda":
+        free, _ = torch.cuda.mem_get_info(dev)
+        return int(free)
+    try:
+        with open("/proc/meminfo") as f:
+            info = dict(line.split(":", 1) for line in f)
+        return int(info["MemAvailable"].strip().split()[0]) * 1024
+    except (OSError, KeyError, ValueError):
+        pages = os.sysconf("SC_AVPHYS_PAGES") if hasattr(os, "sysconf") else 0
+        return int(pages * os.sysconf("SC_PAGE_SIZE")) if pages else 4 * 2**30
+
+
+def default_memory_budget(device=None, memory_budget: int | None = None) -> int:
+    """The budget in force: the explicit one, else the global config's, else a fraction of free memory."""
+    from .._config import get_config
+
+    if memory_budget is not None:
+        if int(memory_budget) != memory_budget or memory_budget <= 0:
+            raise ValueError(f"memory_budget must be a positive int (bytes) or None; got {memory_budget!r}.")
+        return int(memory_budget)
+    cfg = get_config()
+    if cfg.memory_budget is not None:
+        return int(cfg.memory_budget)
+    return max(int(available_memory(device) * cfg.memory_fraction), 16 * 2**20)

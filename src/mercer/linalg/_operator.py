@@ -1,0 +1,189 @@
+"""``KernelOperator``: products with a kernel matrix computed tile by tile within a memory budget.
+
+The operator never holds more than one tile of ``K(X, Z)`` (plus the vectors it multiplies), so
+``K @ v`` on a million points runs in a fixed, planned amount of memory, on any device.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import torch
+
+from ..kernels import Kernel
+from ._blocking import BlockPlan, MemoryBudgetError, default_memory_budget, plan_blocks
+
+__all__ = ["KernelOperator"]
+
+log = logging.getLogger(__name__)
+
+
+def _as_matrix(v: torch.Tensor) -> tuple[torch.Tensor, bool]:
+    return (v[:, None], True) if v.ndim == 1 else (v, False)
+
+
+class KernelOperator:
+    """The kernel matrix ``K = k(X, Z)`` of shape ``(n, m)`` as a blocked linear operator.
+
+    Parameters
+    ----------
+    kernel : Kernel
+    X : tensor of shape (n, d)
+    Z : tensor of shape (m, d), optional
+        Defaults to ``X`` (a square, symmetric operator).
+    memory_budget : int, optional
+        Bytes one tile may use; default from :func:`default_memory_budget` for X's device.
+    n_rhs : int
+        Number of right-hand sides the tiles are planned for.
+    """
+
+    def __init__(self, kernel: Kernel, X: torch.Tensor, Z: torch.Tensor | None = None, *,
+                 memory_budget: int | None = None, n_rhs: int = 1):
+        if not isinstance(kernel, Kernel):
+            raise TypeError(f"KernelOperator expects a mercer kernel; got {kernel!r}.")
+        self.kernel = kernel
+        self.X = X
+        self.Z = X if Z is None else Z
+        self.symmetric = Z is None or Z is X
+        self.budget = default_memory_budget(X.device, memory_budget)
+        d = 1 if kernel.is_precomputed else X.shape[1]
+        self.plan: BlockPlan = plan_blocks(
+            X.shape[0], self.Z.shape[0], d, itemsize=X.element_size(), budget=self.budget,
+            scratch=kernel.scratch(X.shape[1]), n_rhs=n_rhs,
+        )
+
+    # -- geometry -----------------------------------------------------------------------------
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (self.X.shape[0], self.Z.shape[0])
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.X.dtype
+
+    @property
+    def device(self) -> torch.device:
+        return self.X.device
+
+    def _row_slices(self):
+        br = self.plan.row_block
+        return [slice(i, min(i + br, self.shape[0])) for i in range(0, self.shape[0], br)]
+
+    def _col_slices(self):
+        bc = self.plan.col_block
+        return [slice(j, min(j + bc, self.shape[1])) for j in range(0, self.shape[1], bc)]
+
+    def tile(self, rows: slice, cols: slice) -> torch.Tensor:
+        return self.kernel.block(self.X, self.Z, rows, cols)
+
+    def _vec(self, v) -> torch.Tensor:
+        return torch.as_tensor(v).to(device=self.device, dtype=self.dtype)
+
+    # -- products -----------------------------------------------------------------------------
+    def matvec(self, v: torch.Tensor) -> torch.Tensor:
+        """``K @ v`` for ``v`` of shape ``(m,)`` or ``(m, t)``."""
+        v, squeeze = _as_matrix(self._vec(v))
+        self._check_len(v, self.shape[1], "v")
+        out = torch.zeros(self.shape[0], v.shape[1], dtype=self.dtype, device=self.device)
+        cols = self._col_slices()
+        for r in self._row_slices():
+            for c in cols:
+                out[r].addmm_(self.tile(r, c), v[c])
+        return out[:, 0] if squeeze else out
+
+    def rmatvec(self, u: torch.Tensor) -> torch.Tensor:
+        """``K.T @ u`` for ``u`` of shape ``(n,)`` or ``(n, t)``."""
+        u, squeeze = _as_matrix(self._vec(u))
+        self._check_len(u, self.shape[0], "u")
+        out = torch.zeros(self.shape[1], u.shape[1], dtype=self.dtype, device=self.device)
+        cols = self._col_slices()
+        for r in self._row_slices():
+            for c in cols:
+                out[c].addmm_(self.tile(r, c).T, u[r])
+        return out[:, 0] if squeeze else out
+
+    def kt_k_v(self, v: torch.Tensor) -> torch.Tensor:
+        """``K.T @ (K @ v)`` in one pass over full-width row blocks (two when columns are split)."""
+        v, squeeze = _as_matrix(self._vec(v))
+        self._check_len(v, self.shape[1], "v")
+        out = torch.zeros(self.shape[1], v.shape[1], dtype=self.dtype, device=self.device)
+        cols = self._col_slices()
+        for r in self._row_slices():
+            if len(cols) == 1:
+                Kr = self.tile(r, cols[0])
+                out.addmm_(Kr.T, Kr @ v)
+                continue
+            w = torch.zeros(r.stop - r.start, v.shape[1], dtype=self.dtype, device=self.device)
+            for c in cols:
+                w.addmm_(self.tile(r, c), v[c])
+            for c in cols:
+                out[c].addmm_(self.tile(r, c).T, w)
+        return out[:, 0] if squeeze else out
+
+    def diag(self) -> torch.Tensor:
+        """Diagonal of a square operator, shape ``(n,)``."""
+        if not self.symmetric:
+            raise ValueError("diag() needs a square operator k(X, X).")
+        if self.kernel.is_precomputed:
+            return torch.diagonal(self.X).clone()
+        return torch.cat([self.kernel.diag(self.X[r]) for r in self._row_slices()]) if self.shape[0] else \
+            torch.zeros(0, dtype=self.dtype, device=self.device)
+
+    def rows(self, index) -> torch.Tensor:
+        """Selected rows ``K[index, :]`` as a dense ``(len(index), m)`` tensor (must fit the budget)."""
+        index = torch.as_tensor(index, dtype=torch.long, device=self.device)
+        need = index.numel() * self.shape[1] * self.X.element_size()
+        if need > self.budget:
+            raise MemoryBudgetError(
+                f"{index.numel()} kernel rows of length {self.shape[1]} need {need} bytes, more than "
+                f"the memory budget of {self.budget} bytes."
+            )
+        if self.kernel.is_precomputed:
+            return self.X[index].clone()
+        return self.kernel(self.X[index], self.Z)
+
+    def dense(self, *, lower_only: bool = False) -> torch.Tensor:
+        """The whole matrix, built tile by tile into one preallocated ``(n, m)`` tensor.
+
+        ``lower_only`` (square operators) skips the tiles strictly above the diagonal, which
+        is all a Cholesky factorisation reads: half the kernel evaluations.
+        Raises :class:`MemoryBudgetError` when ``n * m`` entries do not fit the budget.
+        """
+        n, m = self.shape
+        need = n * m * self.X.element_size() + self.plan.tile_bytes
+        if need > self.budget:
+            raise MemoryBudgetError(
+                f"the {n} x {m} kernel matrix needs {need / 2**30:.2f} GiB, more than the memory "
+                f"budget of {self.budget / 2**30:.2f} GiB."
+            )
+        t0 = time.perf_counter()
+        out = torch.empty(n, m, dtype=self.dtype, device=self.device)
+        # Tiles within the remaining budget: rows of the output are already paid for.
+        plan = plan_blocks(n, m, 1 if self.kernel.is_precomputed else self.X.shape[1],
+                           itemsize=self.X.element_size(), budget=max(self.budget - n * m * self.X.element_size(), 1),
+                           scratch=self.kernel.scratch(self.X.shape[1]))
+        br = plan.row_block
+        bc = plan.col_block
+        for i in range(0, n, br):
+            r = slice(i, min(i + br, n))
+            for j in range(0, m, bc):
+                if lower_only and self.symmetric and j >= r.stop:
+                    break
+                c = slice(j, min(j + bc, m))
+                out[r, c] = self.tile(r, c)
+        if time.perf_counter() - t0 > 1.0:
+            log.info("kernel matrix %d x %d computed in %.1f s", n, m, time.perf_counter() - t0)
+        return out
+
+    @staticmethod
+    def _check_len(v: torch.Tensor, expected: int, name: str) -> None:
+        if v.shape[0] != expected:
+            raise ValueError(f"{name} has {v.shape[0]} rows; the operator expects {expected}.")
+
+    def __repr__(self) -> str:
+        p = self.plan
+        return (f"KernelOperator({self.kernel!r}, shape={self.shape}, tiles={p.row_block}x{p.col_block}, "
+                f"budget={self.budget / 2**20:.0f} MiB)")
+
+
