@@ -1,0 +1,5 @@
+"""Estimators with the scikit-learn API."""
+
+from .ridge import KernelRidge, KernelRidgeClassifier
+
+__all__ = ["KernelRidge", "KernelRidgeClassifier"]

@@ -1,0 +1,328 @@
+"""Exact kernel ridge regression and classification.
+
+Solves :math:`(K + \\alpha I)\\, a = y` with ``alpha`` exactly as in scikit-learn's
+``KernelRidge`` (the seeds' :math:`(G + \\lambda n I)` is ``alpha = n * lambda``), by an in-place
+Cholesky factorisation of the Gram matrix (with automatic jitter when it is numerically
+singular), or, when the kernel has a finite explicit feature map of dimension ``D < n`` (linear,
+polynomial and their sums), by the equivalent primal solve
+:math:`w = (\\Phi^T W \\Phi + \\alpha I)^{-1} \\Phi^T W y`: the seeds' N-vs-D choice.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import numpy as np
+import torch
+from sklearn.base import BaseEstimator, ClassifierMixin, MultiOutputMixin, RegressorMixin
+from sklearn.preprocessing import LabelBinarizer
+from sklearn.utils.class_weight import compute_sample_weight
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted
+
+from .._backend import as_output, to_numpy
+from .._validation import describe
+from ..approx import explicit_feature_map
+from ..linalg import KernelOperator, MemoryBudgetError, jittered_cholesky
+from ._base import KernelEstimatorMixin
+
+__all__ = ["KernelRidge", "KernelRidgeClassifier"]
+
+log = logging.getLogger(__name__)
+
+_APPROX_HINT = (
+    "Use an approximate method instead — Nyström landmarks or random Fourier features "
+    "(e.g. sklearn.kernel_approximation.Nystroem followed by a linear model) — or raise "
+    "memory_budget (per estimator, or globally with mercer.config_context(memory_budget=...))."
+)
+
+
+def _check_alpha(alpha, n_targets: int, owner: str) -> np.ndarray:
+    arr = np.atleast_1d(np.asarray(alpha, dtype=np.float64)) if not isinstance(alpha, str) else None
+    if arr is None or arr.ndim != 1 or not np.all(np.isfinite(arr)) or np.any(arr < 0):
+        raise ValueError(
+            f"The 'alpha' parameter of {owner} must be a float in the range [0, inf) or an array "
+            f"of such floats, one per target. Got {describe(alpha)} instead."
+        )
+    if arr.size == 1:
+        return np.full(n_targets, arr[0])
+    if arr.size != n_targets:
+        raise ValueError(
+            f"{owner}: alpha has {arr.size} values but y has {n_targets} targets; give one alpha "
+            "or one per target."
+        )
+    return arr
+
+
+class _KernelRidgeBase(KernelEstimatorMixin, BaseEstimator):
+    _SOLVERS = ("auto", "dual", "primal")
+
+    # -- fit ----------------------------------------------------------------------------------
+    def _fit_targets(self, X, Y: np.ndarray, sample_weight):
+        """Fit every column of ``Y`` (n, t); sets the fitted state shared by both estimators."""
+        owner = type(self).__name__
+        if self.solver not in self._SOLVERS:
+            raise ValueError(f"The 'solver' parameter of {owner} must be a str among {list(self._SOLVERS)}. Got {self.solver!r} instead.")
+        alphas = _check_alpha(self.alpha, Y.shape[1], owner)
+        self._setup_compute(X)
+        self.kernel_ = self._resolve_kernel()
+        if self.kernel_.is_precomputed and X.shape[0] != X.shape[1]:
+            raise ValueError(f"{owner} with a precomputed kernel expects a square (n, n) Gram matrix; got shape {X.shape}.")
+        Xt = self._tensor(X)
+        Yt = torch.as_tensor(Y, dtype=self._dtype, device=self._device)
+        sw = None if sample_weight is None else torch.as_tensor(np.sqrt(sample_weight), dtype=self._dtype, device=self._device)
+        phi = None if self.kernel_.is_precomputed else explicit_feature_map(self.kernel_, Xt.shape[1])
+        use_primal = self.solver == "primal" or (self.solver == "auto" and phi is not None and phi.dim < Xt.shape[0])
+        if self.solver == "primal" and phi is None:
+            raise ValueError(f"{owner}: solver='primal' needs a kernel with a finite explicit feature map (linear, polynomial); got {self.kernel_!r}.")
+        t0 = time.perf_counter()
+        if use_primal:
+            self.coef_ = self._solve_primal(phi, Xt, Yt, alphas, sw)
+            self._phi = phi
+            self.solver_ = "primal"
+            for attr in ("dual_coef_", "X_fit_"):
+                self.__dict__.pop(attr, None)
+        else:
+            self.dual_coef_ = self._solve_dual(Xt, Yt, alphas, sw)
+            self.X_fit_ = Xt
+            self.solver_ = "dual"
+            self.__dict__.pop("coef_", None)
+        self.fit_time_ = time.perf_counter() - t0
+        log.info("%s: %s solve on n=%d in %.2f s", owner, self.solver_, Xt.shape[0], self.fit_time_)
+
+    def _solve_dual(self, Xt, Yt, alphas, sw):
+        n = Xt.shape[0]
+        op = KernelOperator(self.kernel_, Xt, memory_budget=self._budget)
+        need = n * n * Xt.element_size()
+        if need > self._budget:
+            raise MemoryBudgetError(
+                f"{type(self).__name__}: the exact solve holds the {n} x {n} Gram matrix "
+                f"({need / 2**30:.2f} GiB), more than the memory budget of {self._budget / 2**30:.2f} GiB. "
+                + _APPROX_HINT
+            )
+        if sw is not None:
+            Yt = Yt * sw[:, None]
+
+        def gram():
+            K = op.dense(lower_only=True)
+            if sw is not None:
+                K.mul_(sw[:, None]).mul_(sw[None, :])
+            return K
+
+        coef = torch.empty_like(Yt)
+        for a in np.unique(alphas):
+            cols = torch.as_tensor(np.flatnonzero(alphas == a), device=Yt.device)
+            K = gram()
+            K.diagonal().add_(float(a))
+
+            def rebuild(a=a):
+                K2 = gram()
+                K2.diagonal().add_(float(a))
+                return K2
+
+            factor = jittered_cholesky(K, rebuild=rebuild, owner=type(self).__name__)
+            self.jitter_ = factor.jitter
+            coef[:, cols] = factor.solve(Yt[:, cols])
+            del K, factor
+        if sw is not None:
+            coef.mul_(sw[:, None])
+        return coef
+
+    def _solve_primal(self, phi, Xt, Yt, alphas, sw):
+        n, D = Xt.shape[0], phi.dim
+        item = Xt.element_size()
+        if D * D * item > self._budget:
+            raise MemoryBudgetError(
+                f"{type(self).__name__}: the primal solve holds a {D} x {D} matrix, more than the "
+                f"memory budget of {self._budget / 2**30:.2f} GiB; use solver='dual' or raise memory_budget."
+            )
+        rows = max(1, min(n, int((self._budget - D * D * item) // (3 * D * item + 1))))
+        A = torch.zeros(D, D, dtype=Xt.dtype, device=Xt.device)
+        B = torch.zeros(D, Yt.shape[1], dtype=Xt.dtype, device=Xt.device)
+        for i in range(0, n, rows):
+            F = phi(Xt[i:i + rows])
+            y = Yt[i:i + rows]
+            if sw is not None:
+                F = F * sw[i:i + rows, None]
+                y = y * sw[i:i + rows, None]
+            A.addmm_(F.T, F)
+            B.addmm_(F.T, y)
+        coef = torch.empty_like(B)
+        for a in np.unique(alphas):
+            cols = torch.as_tensor(np.flatnonzero(alphas == a), device=B.device)
+            M = A.clone()
+            M.diagonal().add_(float(a))
+            factor = jittered_cholesky(M, owner=type(self).__name__)
+            self.jitter_ = factor.jitter
+            coef[:, cols] = factor.solve(B[:, cols])
+        return coef
+
+    # -- predict ------------------------------------------------------------------------------
+    def _decision(self, X):
+        check_is_fitted(self, "solver_")
+        Xv = self._validate_X(X, reset=False)
+        if self.kernel_.is_precomputed and Xv.shape[1] != self.X_fit_.shape[0]:
+            raise ValueError(f"precomputed kernel: X must have {self.X_fit_.shape[0]} columns (training samples); got {Xv.shape[1]}.")
+        Xt = self._tensor(Xv)
+        if self.solver_ == "primal":
+            n, D = Xt.shape[0], self._phi.dim
+            rows = max(1, int(self._budget // (2 * D * Xt.element_size() + 1)))
+            out = torch.cat([self._phi(Xt[i:i + rows]) @ self.coef_ for i in range(0, n, rows)]) if n else \
+                torch.zeros(0, self.coef_.shape[1], dtype=Xt.dtype, device=Xt.device)
+            return out
+        op = KernelOperator(self.kernel_, Xt, self.X_fit_, memory_budget=self._budget, n_rhs=self.dual_coef_.shape[1])
+        return op.matvec(self.dual_coef_)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        tags.input_tags.pairwise = isinstance(self.kernel, str) and self.kernel == "precomputed"
+        return tags
+
+
+class KernelRidge(MultiOutputMixin, RegressorMixin, _KernelRidgeBase):
+    """Kernel ridge regression, exact, with scikit-learn's ``KernelRidge`` parameters.
+
+    Minimises :math:`\\|y - K a\\|^2_W + \\alpha\\, a^T K a`, i.e. solves
+    :math:`(K + \\alpha W^{-1}) a = y`. ``alpha = n * lambda`` in the seeds' (and FALKON's) notation.
+
+    Parameters
+    ----------
+    alpha : float or array of shape (n_targets,), default=1.0
+        Regularisation, as in scikit-learn (one value per target allowed).
+    kernel : str or mercer Kernel, default="linear"
+        ``"linear"``, ``"rbf"``, ``"poly"``, ``"laplacian"``, ``"matern"``, ``"precomputed"``, ...
+        or any kernel object, composites included.
+    gamma, degree, coef0, kernel_params :
+        Passed to a kernel given by name (ignored by kernels that do not take them).
+    solver : {"auto", "dual", "primal"}, default="auto"
+        "auto" solves in the primal when the kernel has an explicit feature map of dimension
+        ``D < n_samples`` (linear, polynomial), in the dual otherwise.
+    device : str, optional
+        ``"cpu"``, ``"cuda"``...; default: the input tensor's device, else the global config, else CPU.
+    dtype : {"float32", "float64"}, optional
+        Default follows the input (float64 for float64 input).
+    memory_budget : int, optional
+        Bytes the fit may use for kernel matrices; default from the global config / free memory.
+
+    Attributes
+    ----------
+    dual_coef_ : tensor of shape (n_samples,) or (n_samples, n_targets) (dual solver)
+    X_fit_ : tensor (dual solver)
+    coef_ : tensor of shape (D, n_targets) (primal solver), weights on the explicit features
+    solver_ : str
+    kernel_ : Kernel
+    jitter_ : float
+        Diagonal jitter that had to be added (0.0 normally).
+    fit_time_ : float
+    """
+
+    def __init__(self, alpha=1.0, *, kernel="linear", gamma=None, degree=3, coef0=1, kernel_params=None,
+                 solver="auto", device=None, dtype=None, memory_budget=None):
+        self.alpha = alpha
+        self.kernel = kernel
+        self.gamma = gamma
+        self.degree = degree
+        self.coef0 = coef0
+        self.kernel_params = kernel_params
+        self.solver = solver
+        self.device = device
+        self.dtype = dtype
+        self.memory_budget = memory_budget
+
+    def fit(self, X, y, sample_weight=None):
+        """Fit on ``X`` (n, d) — or the (n, n) Gram for ``kernel="precomputed"`` — and ``y`` (n,) or (n, t)."""
+        X = self._validate_X(X, reset=True)
+        y = self._validate_y(y, X.shape[0])
+        sw = self._sample_weight(sample_weight, X, X.shape[0])
+        Y = y.reshape(len(y), -1)
+        self._fit_targets(X, Y, sw)
+        self._y_1d = y.ndim == 1
+        if self._y_1d and self.solver_ == "dual":
+            self.dual_coef_ = self.dual_coef_[:, 0]
+        return self
+
+    def predict(self, X):
+        """Predictions ``K(X, X_fit) @ dual_coef_`` (or ``phi(X) @ coef_``), blocked over rows."""
+        coef = getattr(self, "dual_coef_", None)
+        if coef is not None and coef.ndim == 1:
+            self.dual_coef_ = coef[:, None]
+            try:
+                out = self._decision(X)
+            finally:
+                self.dual_coef_ = coef
+        else:
+            out = self._decision(X)
+        if self._y_1d:
+            out = out[:, 0]
+        return as_output(out, X)
+
+
+class KernelRidgeClassifier(ClassifierMixin, _KernelRidgeBase):
+    """Classifier by kernel ridge regression on ±1 codes, one-vs-rest (like ``RidgeClassifier``).
+
+    Takes :class:`KernelRidge`'s parameters plus ``class_weight`` (None, "balanced" or a dict),
+    which multiplies the sample weights.
+
+    Attributes
+    ----------
+    classes_ : ndarray of shape (n_classes,)
+    dual_coef_ / coef_, X_fit_, solver_, kernel_ : as in :class:`KernelRidge`.
+    """
+
+    def __init__(self, alpha=1.0, *, kernel="linear", gamma=None, degree=3, coef0=1, kernel_params=None,
+                 class_weight=None, solver="auto", device=None, dtype=None, memory_budget=None):
+        self.alpha = alpha
+        self.kernel = kernel
+        self.gamma = gamma
+        self.degree = degree
+        self.coef0 = coef0
+        self.kernel_params = kernel_params
+        self.class_weight = class_weight
+        self.solver = solver
+        self.device = device
+        self.dtype = dtype
+        self.memory_budget = memory_budget
+
+    def fit(self, X, y, sample_weight=None):
+        X = self._validate_X(X, reset=True)
+        if y is None:
+            raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None.")
+        y = to_numpy(y) if isinstance(y, torch.Tensor) else np.asarray(y)
+        if y.ndim == 2 and y.shape[1] == 1:
+            y = y.ravel()
+        if y.ndim != 1 or y.shape[0] != X.shape[0]:
+            raise ValueError(f"y must be 1-D with {X.shape[0]} labels; got shape {y.shape}.")
+        check_classification_targets(y)
+        self._binarizer = LabelBinarizer(pos_label=1, neg_label=-1)
+        Y = self._binarizer.fit_transform(y).astype(np.float64)
+        self.classes_ = self._binarizer.classes_
+        if len(self.classes_) < 2:
+            raise ValueError(
+                f"{type(self).__name__} needs samples of at least 2 classes in the data, but the "
+                f"data contains only one class: {self.classes_[0]!r}."
+            )
+        sw = self._sample_weight(sample_weight, X, X.shape[0])
+        if self.class_weight is not None:
+            cw = compute_sample_weight(self.class_weight, y)
+            sw = cw if sw is None else sw * cw
+        self._fit_targets(X, Y, sw)
+        return self
+
+    def decision_function(self, X):
+        """Scores of shape (n,) for two classes (positive favours ``classes_[1]``), else (n, n_classes)."""
+        out = self._decision(X)
+        if out.shape[1] == 1:
+            out = out[:, 0]
+        return as_output(out, X)
+
+    def predict(self, X):
+        scores = self.decision_function(X)
+        s = scores if isinstance(scores, np.ndarray) else to_numpy(scores)
+        idx = (s > 0).astype(int) if s.ndim == 1 else s.argmax(axis=1)
+        labels = self.classes_[idx]
+        return labels if not isinstance(X, torch.Tensor) or labels.dtype.kind not in "biuf" else \
+            torch.as_tensor(labels, device=X.device)
+
+
