@@ -88,12 +88,16 @@ def _isolated_child(fn: Callable, args: tuple, kwargs: dict, log_level: int) -> 
     return Isolated(result, t.seconds, peak_rss_bytes())
 
 
-def run_isolated(fn: Callable, *args, method: str = "spawn", **kwargs) -> Isolated:
+def run_isolated(fn: Callable, *args, method: str = "forkserver", **kwargs) -> Isolated:
     """Run ``fn(*args, **kwargs)`` in a fresh process; return ``(result, seconds, peak_rss_bytes)``.
 
     ``seconds`` is the wall time of the call inside the child (process start-up and imports
     excluded); ``peak_rss_bytes`` is the child's peak RSS, imports included. ``fn`` and its
     arguments must be picklable (a module-level function). Exceptions are re-raised here.
+
+    The default ``method="forkserver"`` matters: Linux keeps ``ru_maxrss`` across ``exec``, so
+    a ``"spawn"`` child reports at least the parent's RSS at the time of the spawn. Children
+    forked from the (small) fork server start from its RSS instead.
     """
     ctx = mp.get_context(method)
     with ctx.Pool(processes=1) as pool:

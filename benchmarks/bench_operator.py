@@ -176,7 +176,7 @@ def naive_child(n: int, d: int, seed: int, check_rows: int, chunk: int) -> dict:
 
 
 # -- rows of the table -------------------------------------------------------------------------
-def summarise(method: str, n: int, d: int, budget: int, res: dict, gemm: dict) -> dict:
+def summarise(method: str, n: int, d: int, budget: int, res: dict, gemm: dict) -> tuple[dict, dict]:
     entries = float(n) * n
     gflops = entries * flops_per_entry(d) / res["seconds"] / 1e9
     plan = res.get("plan")

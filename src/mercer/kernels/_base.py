@@ -24,7 +24,7 @@ __all__ = ["Kernel", "Sum", "Product", "Scaled", "Constant"]
 
 def _as_tensor(X, like: torch.Tensor | None = None) -> torch.Tensor:
     if not isinstance(X, torch.Tensor):
-        X = torch.as_tensor(np.asarray(X, dtype=np.float64))
+        X = torch.tensor(np.asarray(X, dtype=np.float64))
         if like is not None:
             X = X.to(device=like.device, dtype=like.dtype)
     if X.ndim != 2:

@@ -1,17 +1,22 @@
 """Everything that touches a large matrix: planning, blocked kernel products, factorisations."""
 
-from ._blocking import BlockPlan, MemoryBudgetError, available_memory, default_memory_budget, plan_blocks
+from ._blocking import BlockPlan, MemoryBudgetError, available_memory, default_memory_budget, format_bytes, plan_blocks
+from ._eig import ConvergenceWarning, EigResult, top_eigenpairs
 from ._factor import CholeskyFactor, NumericalWarning, jittered_cholesky
 from ._operator import KernelOperator
 
 __all__ = [
     "BlockPlan",
     "CholeskyFactor",
+    "ConvergenceWarning",
+    "EigResult",
     "KernelOperator",
     "MemoryBudgetError",
     "NumericalWarning",
     "available_memory",
     "default_memory_budget",
+    "format_bytes",
     "jittered_cholesky",
     "plan_blocks",
+    "top_eigenpairs",
 ]

@@ -9,10 +9,19 @@ import dataclasses
 import math
 import os
 
-__all__ = ["BlockPlan", "MemoryBudgetError", "plan_blocks", "default_memory_budget", "available_memory"]
+__all__ = ["BlockPlan", "MemoryBudgetError", "format_bytes", "plan_blocks", "default_memory_budget", "available_memory"]
 
 #: Rows below which a tile is too thin for GEMMs to run well; columns are split before rows go under.
 MIN_ROWS = 64
+
+
+def format_bytes(n: float) -> str:
+    """``1536 -> '1.5 KiB'``: sizes in error messages and logs."""
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.2f} {unit}"
+        n /= 1024
+    return f"{n:.2f} TiB"  # pragma: no cover
 
 
 class MemoryBudgetError(MemoryError, ValueError):
@@ -108,7 +117,7 @@ def plan_blocks(n: int, m: int, d: int, *, itemsize: int, budget: int, scratch: 
     if bc < 1:
         need = _tile_bytes(1, 1, d, itemsize, scratch, n_rhs)
         raise MemoryBudgetError(
-            f"memory budget of {budget} bytes cannot hold even one kernel entry with d={d} "
+            f"memory budget of {format_bytes(budget)} cannot hold even one kernel entry with d={d} "
             f"features (needs about {need} bytes); raise memory_budget."
         )
     return BlockPlan(n, m, br, bc, _tile_bytes(br, bc, d, itemsize, scratch, n_rhs), budget)

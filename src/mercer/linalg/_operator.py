@@ -12,7 +12,7 @@ import time
 import torch
 
 from ..kernels import Kernel
-from ._blocking import BlockPlan, MemoryBudgetError, default_memory_budget, plan_blocks
+from ._blocking import BlockPlan, MemoryBudgetError, default_memory_budget, format_bytes, plan_blocks
 
 __all__ = ["KernelOperator"]
 
@@ -136,8 +136,8 @@ class KernelOperator:
         need = index.numel() * self.shape[1] * self.X.element_size()
         if need > self.budget:
             raise MemoryBudgetError(
-                f"{index.numel()} kernel rows of length {self.shape[1]} need {need} bytes, more than "
-                f"the memory budget of {self.budget} bytes."
+                f"{index.numel()} kernel rows of length {self.shape[1]} need {format_bytes(need)}, more "
+                f"than the memory budget of {format_bytes(self.budget)}."
             )
         if self.kernel.is_precomputed:
             return self.X[index].clone()
@@ -151,11 +151,11 @@ class KernelOperator:
         Raises :class:`MemoryBudgetError` when ``n * m`` entries do not fit the budget.
         """
         n, m = self.shape
-        need = n * m * self.X.element_size() + self.plan.tile_bytes
-        if need > self.budget:
+        need = n * m * self.X.element_size()
+        if need >= self.budget:
             raise MemoryBudgetError(
-                f"the {n} x {m} kernel matrix needs {need / 2**30:.2f} GiB, more than the memory "
-                f"budget of {self.budget / 2**30:.2f} GiB."
+                f"the {n} x {m} kernel matrix needs {format_bytes(need)}, more than the memory "
+                f"budget of {format_bytes(self.budget)}."
             )
         t0 = time.perf_counter()
         out = torch.empty(n, m, dtype=self.dtype, device=self.device)
@@ -184,6 +184,6 @@ class KernelOperator:
     def __repr__(self) -> str:
         p = self.plan
         return (f"KernelOperator({self.kernel!r}, shape={self.shape}, tiles={p.row_block}x{p.col_block}, "
-                f"budget={self.budget / 2**20:.0f} MiB)")
+                f"budget={format_bytes(self.budget)})")
 
 

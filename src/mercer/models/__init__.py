@@ -1,5 +1,6 @@
 """Estimators with the scikit-learn API."""
 
+from .pca import KernelPCA
 from .ridge import KernelRidge, KernelRidgeClassifier
 
-__all__ = ["KernelRidge", "KernelRidgeClassifier"]
+__all__ = ["KernelPCA", "KernelRidge", "KernelRidgeClassifier"]

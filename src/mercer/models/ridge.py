@@ -19,12 +19,12 @@ from sklearn.base import BaseEstimator, ClassifierMixin, MultiOutputMixin, Regre
 from sklearn.preprocessing import LabelBinarizer
 from sklearn.utils.class_weight import compute_sample_weight
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_is_fitted
+from sklearn.utils.validation import check_is_fitted, column_or_1d
 
 from .._backend import as_output, to_numpy
 from .._validation import describe
 from ..approx import explicit_feature_map
-from ..linalg import KernelOperator, MemoryBudgetError, jittered_cholesky
+from ..linalg import KernelOperator, MemoryBudgetError, format_bytes, jittered_cholesky
 from ._base import KernelEstimatorMixin
 
 __all__ = ["KernelRidge", "KernelRidgeClassifier"]
@@ -70,7 +70,7 @@ class _KernelRidgeBase(KernelEstimatorMixin, BaseEstimator):
         if self.kernel_.is_precomputed and X.shape[0] != X.shape[1]:
             raise ValueError(f"{owner} with a precomputed kernel expects a square (n, n) Gram matrix; got shape {X.shape}.")
         Xt = self._tensor(X)
-        Yt = torch.as_tensor(Y, dtype=self._dtype, device=self._device)
+        Yt = torch.tensor(np.asarray(Y), dtype=self._dtype, device=self._device)
         sw = None if sample_weight is None else torch.as_tensor(np.sqrt(sample_weight), dtype=self._dtype, device=self._device)
         phi = None if self.kernel_.is_precomputed else explicit_feature_map(self.kernel_, Xt.shape[1])
         use_primal = self.solver == "primal" or (self.solver == "auto" and phi is not None and phi.dim < Xt.shape[0])
@@ -98,7 +98,7 @@ class _KernelRidgeBase(KernelEstimatorMixin, BaseEstimator):
         if need > self._budget:
             raise MemoryBudgetError(
                 f"{type(self).__name__}: the exact solve holds the {n} x {n} Gram matrix "
-                f"({need / 2**30:.2f} GiB), more than the memory budget of {self._budget / 2**30:.2f} GiB. "
+                f"({format_bytes(need)}), more than the memory budget of {format_bytes(self._budget)}. "
                 + _APPROX_HINT
             )
         if sw is not None:
@@ -135,7 +135,7 @@ class _KernelRidgeBase(KernelEstimatorMixin, BaseEstimator):
         if D * D * item > self._budget:
             raise MemoryBudgetError(
                 f"{type(self).__name__}: the primal solve holds a {D} x {D} matrix, more than the "
-                f"memory budget of {self._budget / 2**30:.2f} GiB; use solver='dual' or raise memory_budget."
+                f"memory budget of {format_bytes(self._budget)}; use solver='dual' or raise memory_budget."
             )
         rows = max(1, min(n, int((self._budget - D * D * item) // (3 * D * item + 1))))
         A = torch.zeros(D, D, dtype=Xt.dtype, device=Xt.device)
@@ -263,17 +263,22 @@ class KernelRidgeClassifier(ClassifierMixin, _KernelRidgeBase):
     """Classifier by kernel ridge regression on ±1 codes, one-vs-rest (like ``RidgeClassifier``).
 
     Takes :class:`KernelRidge`'s parameters plus ``class_weight`` (None, "balanced" or a dict),
-    which multiplies the sample weights.
+    which multiplies the sample weights, and ``fit_intercept``: when true (default), the weighted
+    mean of the ±1 codes is an unpenalised offset ``intercept_`` and the kernel model fits the
+    residual codes (a kernel machine has no intercept of its own; without it, imbalanced classes
+    are pulled towards zero scores).
 
     Attributes
     ----------
     classes_ : ndarray of shape (n_classes,)
+    intercept_ : ndarray of shape (n_targets,)
     dual_coef_ / coef_, X_fit_, solver_, kernel_ : as in :class:`KernelRidge`.
     """
 
     def __init__(self, alpha=1.0, *, kernel="linear", gamma=None, degree=3, coef0=1, kernel_params=None,
-                 class_weight=None, solver="auto", device=None, dtype=None, memory_budget=None):
+                 fit_intercept=True, class_weight=None, solver="auto", device=None, dtype=None, memory_budget=None):
         self.alpha = alpha
+        self.fit_intercept = fit_intercept
         self.kernel = kernel
         self.gamma = gamma
         self.degree = degree
@@ -291,7 +296,7 @@ class KernelRidgeClassifier(ClassifierMixin, _KernelRidgeBase):
             raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None.")
         y = to_numpy(y) if isinstance(y, torch.Tensor) else np.asarray(y)
         if y.ndim == 2 and y.shape[1] == 1:
-            y = y.ravel()
+            y = column_or_1d(y, warn=True)
         if y.ndim != 1 or y.shape[0] != X.shape[0]:
             raise ValueError(f"y must be 1-D with {X.shape[0]} labels; got shape {y.shape}.")
         check_classification_targets(y)
@@ -307,12 +312,17 @@ class KernelRidgeClassifier(ClassifierMixin, _KernelRidgeBase):
         if self.class_weight is not None:
             cw = compute_sample_weight(self.class_weight, y)
             sw = cw if sw is None else sw * cw
-        self._fit_targets(X, Y, sw)
+        # Unpenalised offset: the (weighted) mean code, so that imbalanced classes are not pulled
+        # towards zero scores (a kernel has no intercept of its own).
+        w = np.ones(len(y)) if sw is None else sw
+        self.intercept_ = (w @ Y) / max(w.sum(), np.finfo(float).tiny) if self.fit_intercept else np.zeros(Y.shape[1])
+        self._fit_targets(X, Y - self.intercept_, sw)
         return self
 
     def decision_function(self, X):
         """Scores of shape (n,) for two classes (positive favours ``classes_[1]``), else (n, n_classes)."""
         out = self._decision(X)
+        out = out + torch.as_tensor(self.intercept_, dtype=out.dtype, device=out.device)
         if out.shape[1] == 1:
             out = out[:, 0]
         return as_output(out, X)

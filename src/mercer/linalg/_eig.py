@@ -1,0 +1,390 @@
+"""Top-k eigenpairs of a symmetric matrix or operator: dense, power, block Lanczos, randomized.
+
+``top_eigenpairs(A, k)`` returns the ``k`` largest eigenvalues ``lambda_1 >= ... >= lambda_k`` of a
+symmetric ``A`` and orthonormal eigenvectors ``V`` (``A V = V diag(lambda)``), together with what
+the solver did (iterations, residual, converged). ``A`` is a dense tensor or a callable
+``matvec(V) -> A @ V`` over blocks ``V`` of shape ``(n, t)``; the iterative methods only ever call
+it on blocks, so a blocked kernel product (:class:`KernelOperator`) pays one pass over the kernel
+per block, not per vector.
+
+Accuracy is judged by the relative residual ``max_j ||A v_j - lambda_j v_j|| / max_j |lambda_j|``,
+computed from products the solver already has (no extra pass), and reported in every result.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import numbers
+import warnings
+from collections.abc import Callable
+
+import numpy as np
+import scipy.linalg as sla
+import torch
+from sklearn.exceptions import ConvergenceWarning
+
+from .._backend import resolve_device, resolve_dtype
+from .._validation import describe
+
+__all__ = ["EigResult", "top_eigenpairs", "ConvergenceWarning"]
+
+METHODS = ("auto", "dense", "power", "lanczos", "randomized")
+
+#: ``method="auto"`` decomposes a dense tensor with LAPACK up to this size (or when more than a
+#: quarter of the spectrum is asked for); above it the block Lanczos method is faster. Measured
+#: with benchmarks/scratch_eig_timing.py (RBF Gram, k = 10, 2 cores): see the report there.
+AUTO_DENSE_MAX_N = 500
+
+#: Default ``max_iter``: power iterations per eigenpair, block steps, subspace iterations.
+DEFAULT_MAX_ITER = {"power": 10_000, "lanczos": 300, "randomized": 1000}
+
+
+@dataclasses.dataclass(frozen=True)
+class EigResult:
+    """Top eigenpairs of a symmetric matrix and what the solver did.
+
+    Attributes
+    ----------
+    values : tensor of shape (k,)
+        Eigenvalues, descending.
+    vectors : tensor of shape (n, k)
+        Orthonormal eigenvectors, column ``j`` for ``values[j]``; each column's entry of largest
+        magnitude is positive.
+    method : str
+        The method that ran (``"auto"`` resolved).
+    iterations : int
+        Products with ``A`` (block matvec calls; 0 for ``"dense"``).
+    converged : bool
+        Whether the tolerance was met (always true for ``"dense"``).
+    residual : float
+        ``max_j ||A v_j - lambda_j v_j|| / max(max_j |lambda_j|, tiny)``.
+    """
+
+    values: torch.Tensor
+    vectors: torch.Tensor
+    method: str
+    iterations: int
+    converged: bool
+    residual: float
+
+
+class _Operator:
+    """``V -> A @ V`` with shape checks and a call counter."""
+
+    def __init__(self, A, n: int, dtype: torch.dtype, device: torch.device):
+        self.dense = A if isinstance(A, torch.Tensor) else None
+        self._fn = A
+        self.n, self.dtype, self.device = n, dtype, device
+        self.calls = 0
+
+    def __call__(self, V: torch.Tensor) -> torch.Tensor:
+        self.calls += 1
+        if self.dense is not None:
+            Y = self.dense @ V
+        else:
+            Y = self._fn(V)
+            if not isinstance(Y, torch.Tensor) or tuple(Y.shape) != tuple(V.shape):
+                raise ValueError(f"top_eigenpairs: matvec(V) must return a tensor of shape "
+                                 f"{tuple(V.shape)} (A @ V); got {describe(Y)}.")
+            Y = Y.to(device=self.device, dtype=self.dtype)
+        if not bool(torch.isfinite(Y).all()):
+            raise ValueError("top_eigenpairs: A @ V contains NaN or infinity; A must be finite.")
+        return Y
+
+    def random(self, t: int, generator: torch.Generator) -> torch.Tensor:
+        """``t`` Gaussian columns drawn on the generator's device, then moved to the operator's."""
+        Z = torch.randn(self.n, t, generator=generator, dtype=self.dtype, device=generator.device)
+        return Z.to(self.device)
+
+
+# -- public entry point ------------------------------------------------------------------------
+
+@torch.no_grad()
+def top_eigenpairs(A, n_components: int, *, method: str = "auto", tol: float | None = None,
+                   max_iter: int | None = None, generator: torch.Generator | None = None,
+                   n_oversamples: int = 10, n: int | None = None, dtype=None, device=None) -> EigResult:
+    """The ``n_components`` largest eigenvalues of a symmetric ``A`` and their eigenvectors.
+
+    Parameters
+    ----------
+    A : tensor of shape (n, n), or callable
+        A symmetric matrix (only its lower triangle is read by ``"dense"``), or a symmetric
+        operator ``matvec(V) -> A @ V`` for ``V`` of shape ``(n, t)``; a callable needs ``n``
+        (and takes ``dtype``, default float64, and ``device``, default the configured one).
+    n_components : int
+        Number ``k`` of eigenpairs, ``1 <= k <= n``.
+    method : {"auto", "dense", "power", "lanczos", "randomized"}
+        * ``"dense"``: LAPACK on the whole matrix (tensor only), O(n^3).
+        * ``"power"``: power iteration on ``A - sum_i lambda_i v_i v_i^T`` (deflation, "peeling"),
+          one vector at a time; simple, but as slow as the eigengaps are small.
+        * ``"lanczos"``: block Lanczos (block ``k + n_oversamples``) with full
+          re-orthogonalisation, Rayleigh-Ritz and thick restarts.
+        * ``"randomized"``: randomized subspace iteration (Halko, Martinsson & Tropp 2011) on
+          ``k + n_oversamples`` columns, QR each iteration, Rayleigh-Ritz.
+        * ``"auto"``: ``"dense"`` for a tensor with ``n <= 500`` or ``k > n / 4``, else
+          ``"lanczos"`` (the fastest by measurement; see ``AUTO_DENSE_MAX_N``).
+
+        ``"power"`` and ``"randomized"`` converge to the eigenvalues largest in *magnitude*; for a
+        positive semi-definite ``A`` (every kernel matrix) those are the largest ones.
+    tol : float, optional
+        Relative residual to reach, ``||A v - lambda v|| <= tol * |lambda_1|`` for every pair
+        (``"power"`` and ``"randomized"`` also wait for the eigenvalues to settle to ``tol``
+        relative). Default ``1e-8`` in float64 and ``1e-4`` in float32.
+    max_iter : int, optional
+        ``"power"``: iterations per eigenpair (default 10 000); ``"lanczos"``: block steps
+        (default 300); ``"randomized"``: subspace iterations (default 1000). When reached, a
+        :class:`ConvergenceWarning` gives the residual and the best estimate is returned with
+        ``converged=False``.
+    generator : torch.Generator, optional
+        Source of the random start; the default is a generator seeded with 0, so results are
+        deterministic either way.
+    n_oversamples : int
+        Extra columns of the block methods.
+    n, dtype, device
+        Size, dtype (float32 or float64) and device of a callable ``A``; for a tensor they
+        default to (and must agree with) the tensor's.
+
+    Returns
+    -------
+    EigResult
+    """
+    op = _as_operator(A, n, dtype, device)
+    k = _check_params(op.n, n_components, method, tol, max_iter, generator, n_oversamples)
+    if method == "auto":
+        method = "dense" if op.dense is not None and (op.n <= AUTO_DENSE_MAX_N or 4 * k > op.n) else "lanczos"
+    if method == "dense" and op.dense is None:
+        raise ValueError("top_eigenpairs: method='dense' needs A as a tensor; got a callable. "
+                         "Use method='lanczos' or 'randomized' for an operator.")
+    if tol is None:
+        tol = 1e-4 if op.dtype == torch.float32 else 1e-8
+    if generator is None:
+        generator = torch.Generator().manual_seed(0)
+    if method == "dense":
+        return _finish(*_dense(op, k), method, 0, True, tol)
+    max_iter = DEFAULT_MAX_ITER[method] if max_iter is None else max_iter
+    block = min(op.n, k + n_oversamples)
+    if method == "power":
+        values, vectors, ok = _power(op, k, tol, max_iter, generator)
+        return _finish(values, vectors, None, method, op.calls, ok, tol, op=op)
+    solver = _lanczos if method == "lanczos" else _randomized
+    values, vectors, res, ok = solver(op, k, block, tol, max_iter, generator)
+    return _finish(values, vectors, res, method, op.calls, ok, tol)
+
+
+# -- validation ----------------------------------------------------------------------------------
+
+def _as_operator(A, n, dtype, device) -> _Operator:
+    if isinstance(A, torch.Tensor):
+        if A.ndim != 2 or A.shape[0] != A.shape[1]:
+            raise ValueError(f"top_eigenpairs expects a square matrix A; got shape {tuple(A.shape)}.")
+        if A.dtype not in (torch.float32, torch.float64):
+            raise ValueError(f"top_eigenpairs expects A of dtype float32 or float64; got {A.dtype}.")
+        for name, given, actual in (("n", n, A.shape[0]), ("dtype", dtype, A.dtype), ("device", device, A.device)):
+            if given is not None and _normalise(name, given) != actual:
+                raise ValueError(f"top_eigenpairs: {name}={given!r} disagrees with the tensor A ({name} {actual}).")
+        return _Operator(A, A.shape[0], A.dtype, A.device)
+    if not callable(A):
+        raise TypeError(f"top_eigenpairs expects A as a torch tensor or a callable V -> A @ V; got {describe(A)}.")
+    if n is None:
+        raise ValueError("top_eigenpairs: a callable A needs its size: pass n= (and dtype=, device=).")
+    if not isinstance(n, numbers.Integral) or isinstance(n, bool) or n < 0:
+        raise ValueError(f"The 'n' parameter of top_eigenpairs must be an int >= 0. Got {n!r} instead.")
+    return _Operator(A, int(n), resolve_dtype(dtype if dtype is not None else torch.float64), resolve_device(device))
+
+
+def _normalise(name, value):
+    if name == "dtype":
+        return resolve_dtype(value)
+    if name == "device":
+        dev = torch.device(value)
+        return torch.device(dev.type, 0) if dev.type == "cuda" and dev.index is None else dev
+    return value
+
+
+def _check_params(n, k, method, tol, max_iter, generator, n_oversamples) -> int:
+    owner = "top_eigenpairs"
+    if not isinstance(k, numbers.Integral) or isinstance(k, bool) or not 1 <= k <= n:
+        raise ValueError(f"The 'n_components' parameter of {owner} must be an int in the range "
+                         f"[1, {n}] (n = {n}). Got {k!r} instead.")
+    if method not in METHODS:
+        choices = ", ".join(repr(m) for m in METHODS)
+        raise ValueError(f"The 'method' parameter of {owner} must be one of {choices}. Got {method!r} instead.")
+    if tol is not None and not (isinstance(tol, numbers.Real) and 0 < tol < 1):
+        raise ValueError(f"The 'tol' parameter of {owner} must be a float in the range (0, 1) or None. Got {tol!r} instead.")
+    for name, val, low in (("max_iter", max_iter, 1), ("n_oversamples", n_oversamples, 0)):
+        if val is None and name == "max_iter":
+            continue
+        if not isinstance(val, numbers.Integral) or isinstance(val, bool) or val < low:
+            raise ValueError(f"The {name!r} parameter of {owner} must be an int >= {low}"
+                             f"{' or None' if name == 'max_iter' else ''}. Got {val!r} instead.")
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise TypeError(f"top_eigenpairs: generator must be a torch.Generator or None; got {generator!r}.")
+    return int(k)
+
+
+# -- shared pieces -------------------------------------------------------------------------------
+
+def _scale(values: torch.Tensor) -> float:
+    """The denominator of relative residuals: the largest ``|lambda|`` (at least ``tiny``)."""
+    return max(float(values.abs().max()) if values.numel() else 0.0, torch.finfo(values.dtype).tiny)
+
+
+def _fix_signs(V: torch.Tensor) -> torch.Tensor:
+    """Flip columns so that each one's entry of largest magnitude is positive."""
+    idx = V.abs().argmax(dim=0, keepdim=True)
+    signs = torch.sign(torch.gather(V, 0, idx))
+    return V * torch.where(signs == 0, torch.ones_like(signs), signs)
+
+
+def _finish(values, vectors, residuals, method, iterations, converged, tol, *, op=None) -> EigResult:
+    """Sort, fix signs, compute the relative residual (one extra product when not given), warn."""
+    if residuals is None:  # dense and power: residuals of the final pairs with the undeflated A
+        residuals = (op(vectors) - vectors * values).norm(dim=0)
+    order = torch.argsort(values, descending=True)
+    values, vectors = values[order], vectors[:, order]
+    residual = float(residuals.max()) / _scale(values) if residuals.numel() else 0.0
+    if not converged:
+        warnings.warn(
+            f"top_eigenpairs(method={method!r}) did not converge within max_iter ({iterations} "
+            f"products with A): relative residual {residual:.2e}, tol {tol:.1e}. Returning the best "
+            "estimate (converged=False); raise max_iter or tol, or use another method.",
+            ConvergenceWarning, stacklevel=3,
+        )
+    return EigResult(values, _fix_signs(vectors), method, iterations, bool(converged), residual)
+
+
+def _eigh_desc(H: torch.Tensor, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Top-``k`` eigenpairs of a small symmetric matrix, descending (computed in float64)."""
+    w, S = torch.linalg.eigh(((H + H.mT) / 2).to(torch.float64))
+    w, S = w.flip(0)[:k], S.flip(1)[:, :k]
+    return w.to(H.dtype), S.to(H.dtype)
+
+
+def _settled(new: torch.Tensor, old: torch.Tensor | None, tol: float, scale: float) -> bool:
+    """Eigenvalue estimates changed by at most ``tol`` relative (round-off level near zero)."""
+    if old is None:
+        return False
+    atol = 100 * torch.finfo(new.dtype).eps * scale
+    return bool(((new - old).abs() <= tol * new.abs() + atol).all())
+
+
+def _orthonormalize(W: torch.Tensor, Q: torch.Tensor, op: _Operator, gen: torch.Generator) -> torch.Tensor:
+    """Orthonormal basis of the part of ``W`` orthogonal to the orthonormal columns of ``Q``.
+
+    Classical Gram-Schmidt twice, QR, and a check pass: a column that loses half its norm in the
+    check pass was round-off (``W`` had nothing new in it) and is replaced by a random direction.
+    """
+    def project(X):
+        return X - Q @ (Q.mT @ X) if Q.shape[1] else X
+
+    V, _ = torch.linalg.qr(project(project(W)))
+    for _ in range(5):
+        V, R = torch.linalg.qr(project(V))
+        bad = R.diagonal().abs() < 0.5
+        if not bool(bad.any()):
+            return V
+        Z = op.random(int(bad.sum()), gen)
+        V = V.clone()
+        V[:, bad] = Z / Z.norm(dim=0)
+    raise RuntimeError("top_eigenpairs: could not extend the orthonormal basis (is n_components <= n?).")
+
+
+# -- methods ---------------------------------------------------------------------------------------
+
+def _dense(op: _Operator, k: int):
+    A, n = op.dense, op.n
+    if A.device.type == "cpu":
+        # LAPACK's syevr for the top k only: no back-transformation of the other n - k vectors.
+        # A.numpy().T is the transposed view (F-ordered), whose lower triangle is A's upper one;
+        # lower=False reads it, i.e. A's lower triangle, like torch.linalg.eigh.
+        w, V = sla.eigh(A.detach().numpy().T, lower=False, subset_by_index=[n - k, n - 1], driver="evr",
+                        overwrite_a=False, check_finite=False)
+        w, V = torch.from_numpy(w[::-1].copy()), torch.from_numpy(np.ascontiguousarray(V[:, ::-1]))
+    else:
+        w, V = torch.linalg.eigh(A)
+        w, V = w.flip(0)[:k], V.flip(1)[:, :k].contiguous()
+    if not bool(torch.isfinite(w).all()):
+        raise ValueError("top_eigenpairs: A contains NaN or infinity; A must be finite.")
+    residuals = (A @ V - V * w).norm(dim=0)
+    return w, V, residuals
+
+
+def _power(op: _Operator, k: int, tol: float, max_iter: int, gen: torch.Generator):
+    """Power iteration with deflation: pair ``j`` is the dominant pair of ``A - sum_{i<j} lambda_i v_i v_i^T``."""
+    V = torch.zeros(op.n, k, dtype=op.dtype, device=op.device)
+    values = torch.zeros(k, dtype=op.dtype, device=op.device)
+    all_ok, scale = True, None
+    for j in range(k):
+        Vj, lj = V[:, :j], values[:j]
+        v = _orthonormalize(op.random(1, gen), Vj, op, gen)
+        lam_old, ok = None, False
+        for _ in range(max_iter):
+            w = op(v) - Vj @ (lj[:, None] * (Vj.mT @ v))
+            lam = (v.mT @ w).reshape(())
+            scale_j = scale if scale is not None else max(abs(float(lam)), torch.finfo(op.dtype).tiny)
+            res = float((w - lam * v).norm())
+            ok = res <= tol * scale_j and _settled(lam[None], lam_old, tol, scale_j)
+            V[:, j:j + 1], values[j], lam_old = v, lam, lam[None]
+            if ok:
+                break
+            v = w - Vj @ (Vj.mT @ w)  # w / ||w||, kept orthogonal to the found vectors
+            norm = float(v.norm())
+            v = v / norm if norm > 0.5 * float(w.norm()) else _orthonormalize(w, Vj, op, gen)
+        scale = scale if scale is not None else scale_j
+        all_ok = all_ok and ok
+    return values, V, all_ok
+
+
+def _randomized(op: _Operator, k: int, block: int, tol: float, max_iter: int, gen: torch.Generator):
+    """Subspace iteration ``Q <- qr(A Q)`` on ``block`` columns, Rayleigh-Ritz every iteration."""
+    Q, _ = torch.linalg.qr(op.random(block, gen))
+    old = None
+    for _ in range(max_iter):
+        Y = op(Q)
+        theta, S = _eigh_desc(Q.mT @ Y, block)
+        # Ritz vectors and their products (no extra pass over A): U = Q S, A U = Y S.
+        U, AU = Q @ S, Y @ S
+        res = (AU[:, :k] - U[:, :k] * theta[:k]).norm(dim=0)
+        scale = _scale(theta[:k])
+        if float(res.max()) <= tol * scale and _settled(theta[:k], old, tol, scale):
+            return theta[:k], U[:, :k], res, True
+        old = theta[:k]
+        Q, _ = torch.linalg.qr(AU)
+    return theta[:k], U[:, :k], res, False
+
+
+def _lanczos(op: _Operator, k: int, block: int, tol: float, max_iter: int, gen: torch.Generator,
+             max_basis: int | None = None):
+    """Block Lanczos with full re-orthogonalisation, Rayleigh-Ritz and thick restarts.
+
+    The basis ``Q`` grows by one block ``V_{j+1} = orth(A V_j)`` per product with ``A``; the
+    products ``A Q`` are kept, so Ritz residuals are exact, not estimated. When the basis would
+    exceed ``max_basis`` columns, it restarts from the best ``max_basis - 2 block`` Ritz vectors
+    (and their products), plus the pending block, which is orthogonal to all of them.
+    """
+    n = op.n
+    if max_basis is None:
+        max_basis = max(4 * block, k + 2 * block)
+    max_basis = min(n, max_basis)
+    keep = max(k, max_basis - 2 * block)
+    Q = torch.zeros(n, 0, dtype=op.dtype, device=op.device)
+    AQ, H = Q, torch.zeros(0, 0, dtype=op.dtype, device=op.device)
+    V = _orthonormalize(op.random(block, gen), Q, op, gen)
+    for _ in range(max_iter):
+        AV = op(V)
+        c, b = Q.shape[1], V.shape[1]
+        Q, AQ = torch.cat([Q, V], dim=1), torch.cat([AQ, AV], dim=1)
+        C = Q.mT @ AV  # new block column of Q^T A Q
+        H = torch.cat([torch.cat([H, C[:c].mT], dim=0), C], dim=1)
+        theta, S = _eigh_desc(H, H.shape[0])
+        U, AU = Q @ S[:, :k], AQ @ S[:, :k]
+        res = (AU - U * theta[:k]).norm(dim=0)
+        if float(res.max()) <= tol * _scale(theta[:k]):
+            return theta[:k], U, res, True
+        if Q.shape[1] >= n:  # the whole space: the Ritz pairs are exact up to round-off
+            break
+        V = _orthonormalize(AV, Q, op, gen)[:, : min(block, n - Q.shape[1])]
+        if Q.shape[1] + V.shape[1] > max_basis:  # thick restart on the best Ritz vectors
+            S = S[:, :keep]
+            Q, AQ, H = Q @ S, AQ @ S, torch.diag(theta[:keep])
+    return theta[:k], U, res, False

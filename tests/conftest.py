@@ -1,0 +1,53 @@
+"""Shared fixtures: read-only data (any in-place write to user data fails the test)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
+
+#: Real data outside the package; tests that need it skip cleanly when it is absent.
+SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+
+def readonly(*arrays):
+    """Return the arrays with their write flag cleared."""
+    out = []
+    for a in arrays:
+        a = np.array(a, copy=True)
+        a.flags.writeable = False
+        out.append(a)
+    return out[0] if len(out) == 1 else tuple(out)
+
+
+@pytest.fixture(scope="session")
+def digits():
+    from sklearn.datasets import load_digits
+
+    X, y = load_digits(return_X_y=True)
+    return readonly(X / 16.0, y)
+
+
+@pytest.fixture(scope="session")
+def diabetes():
+    from sklearn.datasets import load_diabetes
+
+    X, y = load_diabetes(return_X_y=True)
+    return readonly(X, y)
+
+
+@pytest.fixture(scope="session")
+def breast_cancer():
+    from sklearn.datasets import load_breast_cancer
+    from sklearn.preprocessing import StandardScaler
+
+    X, y = load_breast_cancer(return_X_y=True)
+    return readonly(StandardScaler().fit_transform(X), y)
+
+
+cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
