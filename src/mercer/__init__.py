@@ -1,7 +1,28 @@
-"""mercer: kernel methods that scale, with the scikit-learn API, on CPU and GPU."""
+"""mercer: kernel methods that scale, with the scikit-learn API, on CPU and GPU.
 
+>>> import mercer
+>>> from mercer.kernels import RBF, Linear
+>>> model = mercer.KernelRidge(alpha=1.0, kernel=0.5 * RBF(gamma=0.1) + Linear()).fit(X, y)
+"""
+
+from . import approx, kernels, linalg
 from ._config import Config, config_context, get_config, set_config
+from .approx import PolynomialFeatureMap
+from .models import KernelPCA, KernelRidge, KernelRidgeClassifier
 
 __version__ = "0.1.0"
 
-__all__ = ["Config", "__version__", "config_context", "get_config", "set_config"]
+__all__ = [
+    "Config",
+    "KernelPCA",
+    "KernelRidge",
+    "KernelRidgeClassifier",
+    "PolynomialFeatureMap",
+    "__version__",
+    "approx",
+    "config_context",
+    "get_config",
+    "kernels",
+    "linalg",
+    "set_config",
+]

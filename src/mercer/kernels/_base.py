@@ -17,14 +17,23 @@ import numbers
 from collections.abc import Iterable
 
 import numpy as np
+import scipy.sparse as sp
 import torch
 
 __all__ = ["Kernel", "Sum", "Product", "Scaled", "Constant"]
 
 
 def _as_tensor(X, like: torch.Tensor | None = None) -> torch.Tensor:
+    """Tensors pass through; anything else is copied (float32 stays float32, the rest float64)."""
     if not isinstance(X, torch.Tensor):
-        X = torch.tensor(np.asarray(X, dtype=np.float64))
+        if sp.issparse(X):
+            X = X.toarray()
+        arr = np.asarray(X)
+        dtype = np.float32 if arr.dtype == np.float32 else np.float64
+        try:
+            X = torch.tensor(np.ascontiguousarray(arr, dtype=dtype))
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"kernel inputs must be real-valued arrays; got dtype {arr.dtype}.") from exc
         if like is not None:
             X = X.to(device=like.device, dtype=like.dtype)
     if X.ndim != 2:
@@ -57,6 +66,7 @@ class Kernel:
     def diag(self, X) -> torch.Tensor:
         """Diagonal ``k(X[i], X[i])`` of ``K(X, X)`` without forming the matrix, shape ``(n,)``."""
         X = _as_tensor(X)
+        self._check_pair(X, X)
         return self._paired(X, X)
 
     def block(self, X: torch.Tensor, Z: torch.Tensor, rows: slice, cols: slice) -> torch.Tensor:
@@ -86,6 +96,8 @@ class Kernel:
             )
         if X1.device != X2.device:
             raise ValueError(f"{self!r}: inputs on different devices ({X1.device} and {X2.device}).")
+        if X1.dtype != X2.dtype:
+            raise ValueError(f"{self!r}: inputs of different dtypes ({X1.dtype} and {X2.dtype}); convert one.")
 
     # -- algebra ----------------------------------------------------------------------------
     def __add__(self, other):
@@ -137,8 +149,8 @@ class Constant(Kernel):
     """Constant kernel ``k(x, y) = c`` (c >= 0): what a plain number becomes in ``k + c``."""
 
     def __init__(self, value: float = 1.0):
-        if not isinstance(value, numbers.Real) or not value >= 0:
-            raise ValueError(f"Constant kernel value must be a float >= 0; got {value!r}.")
+        if not isinstance(value, numbers.Real) or isinstance(value, bool) or not 0 <= value < float("inf"):
+            raise ValueError(f"The 'value' parameter of Constant must be a float in the range [0, inf). Got {value!r} instead.")
         self.value = float(value)
 
     @property
@@ -223,7 +235,7 @@ class Scaled(Kernel):
 
     def __init__(self, scale, kernel: Kernel):
         if isinstance(scale, torch.Tensor):
-            bad = scale.numel() != 1 or not bool(scale.detach() > 0)
+            bad = scale.numel() != 1 or not bool(scale.detach() > 0) or not bool(torch.isfinite(scale.detach()))
         else:
             bad = not isinstance(scale, numbers.Real) or not scale > 0 or not np.isfinite(scale)
         if bad:
@@ -249,6 +261,10 @@ class Scaled(Kernel):
 
     def scratch(self, n_features: int) -> float:
         return self.kernel.scratch(n_features)
+
+    def sample_frequencies(self, *args, **kwargs):
+        """Frequencies of the inner stationary kernel (the scale multiplies the features by sqrt(scale))."""
+        return self.kernel.sample_frequencies(*args, **kwargs)
 
     def block(self, X, Z, rows, cols):
         return self.kernel.block(X, Z, rows, cols).mul_(self.scale)

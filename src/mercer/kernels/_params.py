@@ -25,9 +25,9 @@ def positive(owner: str, name: str, value, *, allow_none: bool = False, allow_ze
 
 
 def real(owner: str, name: str, value):
-    if isinstance(value, torch.Tensor) and value.numel() == 1:
+    if isinstance(value, torch.Tensor) and value.numel() == 1 and bool(torch.isfinite(value.detach())):
         return value
-    if isinstance(value, numbers.Real) and not isinstance(value, bool) and float(value) == float(value):
+    if isinstance(value, numbers.Real) and not isinstance(value, bool) and abs(float(value)) < float("inf"):
         return float(value)
     raise ValueError(f"The {name!r} parameter of {owner} must be a finite float. Got {value!r} instead.")
 

@@ -22,6 +22,10 @@ class Precomputed(Kernel):
     def scratch(self, n_features: int) -> float:
         return 0.0
 
+    def diag(self, X) -> torch.Tensor:
+        X = X if isinstance(X, torch.Tensor) else torch.tensor(X)
+        return self._paired(X, X)
+
     def _check_pair(self, X1, X2):
         if X1.shape[1] != X2.shape[0]:
             raise ValueError(
