@@ -132,7 +132,7 @@ class KernelContract:
     def test_float32_tensor_gives_float32(self, case, data):
         kernel = case[0]
         X, Z = data
-        X32, Z32 = (torch.as_tensor(A, dtype=torch.float32) for A in (X, Z))
+        X32, Z32 = (torch.tensor(A, dtype=torch.float32) for A in (X, Z))
         K32, d32 = kernel(X32, Z32), kernel.diag(X32)
         assert K32.dtype == torch.float32 and d32.dtype == torch.float32
         torch.testing.assert_close(K32.double(), kernel(X, Z), rtol=self.rtol32, atol=self.atol32)
