@@ -22,6 +22,7 @@ from __future__ import annotations
 import importlib
 import json
 import math
+import re
 import numbers
 import warnings
 import zipfile
@@ -287,8 +288,10 @@ class _Decoder:
             name = v["__sklearn__"]
             if name not in _HELPERS:
                 raise ValueError(f"model file holds an unknown helper class {name!r}; refusing to load it.")
-            obj = _import(_HELPERS, name)(**self(v["params"]))
+            cls = _import(_HELPERS, name)
+            obj = cls(**self(v["params"]))
             for k, x in self(v["state"]).items():
+                _check_attr(cls, k, obj.get_params(deep=False), "model file")
                 setattr(obj, k, x)
             return obj
         raise ValueError(f"unrecognised value in model file: {str(v)[:80]}")
@@ -384,6 +387,17 @@ def _read(path):
     return manifest, arrays
 
 
+_ATTR = re.compile(r"_?[A-Za-z][A-Za-z0-9_]*")
+
+
+def _check_attr(cls, name, params, path) -> None:
+    """A state attribute must be a plain data name: not a parameter, a dunder, a method or a property."""
+    target = getattr(cls, name, None) if isinstance(name, str) else None
+    if (not isinstance(name, str) or not _ATTR.fullmatch(name) or name in params or name.endswith("__")
+            or callable(target) or isinstance(target, property)):
+        raise ValueError(f"{path}: bad state attribute {name!r} for {cls.__name__}.")
+
+
 def load(path, *, device=None):
     """Read an estimator written by :func:`save`.
 
@@ -424,8 +438,7 @@ def load(path, *, device=None):
         params["device"] = str(dev)
     est = cls(**params)
     for k, v in manifest["state"].items():
-        if not isinstance(k, str) or k in known or k.startswith("__"):
-            raise ValueError(f"{path}: bad state attribute {k!r}.")
+        _check_attr(cls, k, known, path)
         setattr(est, k, dec(v))
     if "_device" in manifest["state"]:
         est._device = dev

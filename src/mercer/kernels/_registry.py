@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import re
 
 from ._base import Kernel
 from ._dot_product import Linear, Polynomial, Quadratic, Sigmoid
@@ -77,7 +78,8 @@ def _parse_value(text: str):
 def parse_kernel_spec(spec: str) -> Kernel:
     """Parse ``"name[:key=value[,key=value...]]"``, with ``+`` for sums, e.g.
     ``"rbf:gamma=0.1"`` or ``"rbf:gamma=0.5+linear"``."""
-    terms = [t.strip() for t in spec.split("+")]
+    # "+" joins kernels; a "+" inside a number (1e+3) is not followed by a kernel name.
+    terms = [t.strip() for t in re.split(r"\+(?=\s*[A-Za-z_])", spec)]
     kernels = []
     for term in terms:
         name, _, args = term.partition(":")

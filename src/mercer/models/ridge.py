@@ -159,7 +159,7 @@ class _KernelRidgeBase(KernelEstimatorMixin, BaseEstimator):
         return coef
 
     # -- predict ------------------------------------------------------------------------------
-    def _decision(self, X):
+    def _decision(self, X, dual_coef=None):
         check_is_fitted(self, "solver_")
         Xv = self._validate_X(X, reset=False)
         if self.kernel_.is_precomputed and Xv.shape[1] != self.X_fit_.shape[0]:
@@ -171,8 +171,9 @@ class _KernelRidgeBase(KernelEstimatorMixin, BaseEstimator):
             out = torch.cat([self._phi(Xt[i:i + rows]) @ self.coef_ for i in range(0, n, rows)]) if n else \
                 torch.zeros(0, self.coef_.shape[1], dtype=Xt.dtype, device=Xt.device)
             return out
-        op = KernelOperator(self.kernel_, Xt, self.X_fit_, memory_budget=self._budget, n_rhs=self.dual_coef_.shape[1])
-        return op.matvec(self.dual_coef_)
+        coef = self.dual_coef_ if dual_coef is None else dual_coef
+        op = KernelOperator(self.kernel_, Xt, self.X_fit_, memory_budget=self._budget, n_rhs=coef.shape[1])
+        return op.matvec(coef)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -246,14 +247,7 @@ class KernelRidge(MultiOutputMixin, RegressorMixin, _KernelRidgeBase):
     def predict(self, X):
         """Predictions ``K(X, X_fit) @ dual_coef_`` (or ``phi(X) @ coef_``), blocked over rows."""
         coef = getattr(self, "dual_coef_", None)
-        if coef is not None and coef.ndim == 1:
-            self.dual_coef_ = coef[:, None]
-            try:
-                out = self._decision(X)
-            finally:
-                self.dual_coef_ = coef
-        else:
-            out = self._decision(X)
+        out = self._decision(X, coef[:, None] if coef is not None and coef.ndim == 1 else None)
         if self._y_1d:
             out = out[:, 0]
         return as_output(out, X)

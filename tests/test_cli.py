@@ -1,0 +1,186 @@
+"""The ``mercer`` command, run in-process: fit then predict on small files, and its errors."""
+
+from __future__ import annotations
+
+import runpy
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from mercer.cli import main
+from mercer.io import load
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory, diabetes, digits):
+    root = tmp_path_factory.mktemp("cli")
+    X, y = diabetes
+    reg = pd.DataFrame(X[:120], columns=[f"f{i}" for i in range(X.shape[1])])
+    reg["target"] = y[:120]
+    reg.to_csv(root / "reg.csv", index=False)
+    reg.iloc[100:, ::-1].to_csv(root / "reg_test_reordered.csv", index=False)  # columns reversed
+    Xd, yd = digits
+    clf = pd.DataFrame(Xd[:150, :20], columns=[f"p{i}" for i in range(20)])
+    clf.insert(0, "label", np.array(["zero", "one", "two"], dtype=object)[yd[:150] % 3])
+    clf.to_parquet(root / "clf.parquet")
+    np.save(root / "arr.npy", np.column_stack([Xd[:100, :10], yd[:100]]))
+    np.savetxt(root / "noheader.csv", np.column_stack([yd[:60], Xd[:60, :5]]), delimiter=",")
+    return root
+
+
+def run(argv, capsys):
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_fit_predict_ridge_csv(files, tmp_path, capsys):
+    model = tmp_path / "ridge.mercer"
+    code, out, err = run(["fit", "--data", files / "reg.csv", "--target", "target", "--model", "ridge",
+                          "--kernel", "rbf:gamma=0.5+linear", "--alpha", "0.01", "--out", model], capsys)
+    assert code == 0, err
+    assert "reg.csv: 120 rows x 10 features (target: 'target')" in out
+    assert "KernelRidge(alpha=0.01, kernel=(RBF(gamma=0.5) + Linear()))" in out
+    assert "training R^2:" in out and "saved:" in out and model.is_file()
+    preds = tmp_path / "pred.csv"
+    code, out, err = run(["predict", "--model", model, "--data", files / "reg_test_reordered.csv",
+                          "--target", "target", "--out", preds], capsys)
+    assert code == 0, err
+    assert "R^2 against 'target'" in out
+    got = pd.read_csv(preds)
+    assert list(got.columns) == ["prediction"] and len(got) == 20
+    frame = pd.read_csv(files / "reg.csv").iloc[100:].drop(columns="target")
+    np.testing.assert_allclose(got["prediction"], load(model).predict(frame), rtol=1e-12)
+
+
+def test_fit_predict_classifier_parquet(files, tmp_path, capsys):
+    model = tmp_path / "clf.mercer"
+    code, out, err = run(["fit", "--data", files / "clf.parquet", "--target", "label", "--model",
+                          "ridge-classifier", "--kernel", "rbf:gamma=0.1", "--dtype", "float32",
+                          "--memory-budget", "64MiB", "--out", model], capsys)
+    assert code == 0, err
+    assert "classes: 3 (one, two, zero)" in out and "float32 on cpu" in out and "training accuracy:" in out
+    code, out, err = run(["predict", "--model", model, "--data", files / "clf.parquet", "--target", "label",
+                          "--out", "-"], capsys)
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0] == "prediction" and len(lines) == 151 and set(lines[1:]) <= {"zero", "one", "two"}
+    assert "accuracy against 'label'" in err  # status goes to stderr when the CSV goes to stdout
+
+
+def test_fit_predict_kpca_npy(files, tmp_path, capsys):
+    model = tmp_path / "kpca.mercer"
+    code, out, err = run(["fit", "--data", files / "arr.npy", "--target", "-1", "--model", "kpca",
+                          "--n-components", "3", "--kernel", "rbf", "--out", model], capsys)
+    assert code == 0, err
+    assert "arr.npy: 100 rows x 10 features (target: 10)" in out and "explained variance" in out
+    preds = tmp_path / "z.csv"
+    code, out, err = run(["predict", "--model", model, "--data", files / "arr.npy", "--target", "10",
+                          "--out", preds], capsys)
+    assert code == 0, err
+    Z = pd.read_csv(preds)
+    assert list(Z.columns) == ["kernelpca0", "kernelpca1", "kernelpca2"] and len(Z) == 100
+    X = np.load(files / "arr.npy")[:, :10]
+    np.testing.assert_allclose(Z.to_numpy(), load(model).transform(X), rtol=1e-12, atol=1e-14)
+
+
+def test_no_header_csv_with_index_target(files, tmp_path, capsys):
+    model = tmp_path / "m"
+    code, out, err = run(["fit", "--data", files / "noheader.csv", "--no-header", "--target", "0", "--model",
+                          "ridge-classifier", "--kernel", "poly:degree=2", "--out", model], capsys)
+    assert code == 0, err
+    assert "60 rows x 5 features" in out and "primal solve" in out
+
+
+def test_verbose_logs_with_timestamps(files, tmp_path, capsys):
+    code, out, err = run(["-v", "fit", "--data", files / "reg.csv", "--target", "target", "--model", "ridge",
+                          "--out", tmp_path / "m"], capsys)
+    assert code == 0
+    assert "INFO mercer.models.ridge: KernelRidge: dual solve on n=120" in err
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["fit", "--data", "{root}/nope.csv", "--target", "y", "--model", "ridge", "--out", "{tmp}/m"],
+     "data file not found"),
+    (["fit", "--data", "{root}/reg.csv", "--target", "target", "--model", "ridge", "--kernel", "rbf:gamma=abc",
+      "--out", "{tmp}/m"], "bad --kernel 'rbf:gamma=abc'"),
+    (["fit", "--data", "{root}/reg.csv", "--target", "target", "--model", "ridge", "--kernel", "nosuch",
+      "--out", "{tmp}/m"], "bad --kernel 'nosuch'"),
+    (["fit", "--data", "{root}/reg.csv", "--target", "price", "--model", "ridge", "--out", "{tmp}/m"],
+     "unknown column 'price'; columns are 'f0', 'f1'"),
+    (["fit", "--data", "{root}/arr.npy", "--target", "11", "--model", "ridge", "--out", "{tmp}/m"],
+     "column index 11 is out of range"),
+    (["fit", "--data", "{root}/reg.csv", "--model", "ridge", "--out", "{tmp}/m"], "needs --target"),
+    (["fit", "--data", "{root}/reg.csv", "--target", "target", "--model", "ridge", "--n-components", "2",
+      "--out", "{tmp}/m"], "--n-components applies to kpca only"),
+    (["fit", "--data", "{root}/clf.parquet", "--target", "p0", "--model", "ridge", "--out", "{tmp}/m"],
+     "feature columns must be numeric; 'label'"),
+    (["fit", "--data", "{root}/clf.parquet", "--target", "label", "--model", "ridge", "--out", "{tmp}/m"],
+     "is not numeric; use --model ridge-classifier"),
+    (["fit", "--data", "{tmp}/data.json", "--target", "0", "--model", "ridge", "--out", "{tmp}/m"],
+     "unknown data format '.json'"),
+    (["fit", "--data", "{root}/reg.csv", "--target", "target", "--model", "ridge", "--device", "tpu9",
+      "--out", "{tmp}/m"], "device"),
+    (["predict", "--model", "{tmp}/missing.mercer", "--data", "{root}/reg.csv"], "model file not found"),
+    (["predict", "--model", "{root}/reg.csv", "--data", "{root}/reg.csv"], "not a mercer model file"),
+])
+def test_bad_inputs_exit_2_with_one_line(files, tmp_path, capsys, argv, message):
+    (tmp_path / "data.json").write_text("{}")
+    argv = [a.format(root=files, tmp=tmp_path) for a in argv]
+    code, out, err = run(argv, capsys)
+    assert code == 2
+    assert message in err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_predict_with_missing_columns(files, tmp_path, capsys):
+    model = tmp_path / "m"
+    assert run(["fit", "--data", files / "reg.csv", "--target", "target", "--model", "ridge", "--out", model],
+               capsys)[0] == 0
+    code, out, err = run(["predict", "--model", model, "--data", files / "clf.parquet", "--target", "label"],
+                         capsys)
+    assert code == 2 and "lacks: 'f0'" in err
+
+
+def test_usage_errors_exit_2(capsys):
+    code, out, err = run(["fit", "--model", "ridge"], capsys)
+    assert code == 2 and "the following arguments are required: --data" in err
+    code, out, err = run(["fit", "--data", "x.csv", "--model", "svm", "--out", "m"], capsys)
+    assert code == 2 and "invalid choice: 'svm'" in err
+    code, out, err = run(["fit", "--data", "x.csv", "--model", "ridge", "--alpha", "-1", "--out", "m"], capsys)
+    assert code == 2 and "expected a number >= 0" in err
+    code, out, err = run([], capsys)
+    assert code == 2 and "usage: mercer" in err
+
+
+def test_help_and_version(capsys):
+    code, out, _ = run(["--help"], capsys)
+    assert code == 0 and "mercer fit --data" in out and "{demo,fit,predict}" not in out
+    code, out, _ = run(["fit", "--help"], capsys)
+    assert code == 0 and "--n-components K" in out
+    code, out, _ = run(["--version"], capsys)
+    assert code == 0 and out.startswith("mercer ")
+
+
+def test_python_dash_m(monkeypatch, capsys):
+    """``python -m mercer`` runs the same ``main`` (in-process: no second interpreter to start)."""
+    monkeypatch.setattr(sys, "argv", ["mercer", "--version"])
+    with pytest.raises(SystemExit) as exc:
+        runpy.run_module("mercer", run_name="__main__")
+    assert exc.value.code == 0 and capsys.readouterr().out.startswith("mercer ")
+
+
+def test_demo_quick(capsys):
+    code, out, err = run(["demo", "--quick"], capsys)
+    assert code == 0, err
+    assert "digits (pixels / 16): 300 samples x 64 features" in out
+    assert "breast cancer: 569 samples x 30 features" in out
+    assert out.count("mercer KernelRidgeClassifier") == 2 and "sklearn SVC" in out
+    assert "mercer KernelPCA" in out and "sklearn KernelPCA" in out
+    # the same model computed by both libraries gives the same predictions
+    for line in out.splitlines():
+        if "identical test predictions" in line:
+            same, total = line.split(":")[1].split()[0].split("/")
+            assert same == total

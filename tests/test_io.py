@@ -1,0 +1,295 @@
+"""Save/load without pickle: every whitelisted estimator round-trips to identical output."""
+
+from __future__ import annotations
+
+import json
+import warnings
+import zipfile
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+from sklearn.exceptions import NotFittedError
+from sklearn.linear_model import Ridge
+
+from mercer.approx import PolynomialFeatureMap
+from mercer.io import kernel_from_dict, kernel_to_dict, load, loadable_estimators, save
+from mercer.kernels import (
+    RBF,
+    Constant,
+    HistogramIntersection,
+    Intersection,
+    Laplacian,
+    Linear,
+    Matern,
+    Polynomial,
+    Precomputed,
+    Quadratic,
+    Sigmoid,
+)
+from mercer.models import KernelPCA, KernelRidge, KernelRidgeClassifier
+
+from conftest import cuda, readonly
+
+
+@pytest.fixture(scope="module")
+def data(digits):
+    X, y = digits
+    return readonly(X[:150]), readonly(y[:150]), readonly(X[150:200])
+
+
+def _output(est, X):
+    return est.transform(X) if hasattr(est, "transform") else est.predict(X)
+
+
+CASES = {
+    "ridge-composite-dual": lambda: KernelRidge(alpha=0.1, kernel=0.5 * RBF(0.1) + Linear()),
+    "ridge-poly-primal": lambda: KernelRidge(alpha=0.5, kernel="poly", degree=2, gamma=0.5),
+    "ridge-float32": lambda: KernelRidge(kernel="rbf", gamma=0.05, dtype="float32"),
+    "ridge-alpha-array": lambda: KernelRidge(alpha=np.array([0.1, 1.0]), kernel=Matern(nu=2.5)),
+    "classifier-strings": lambda: KernelRidgeClassifier(alpha=0.1, kernel="rbf", gamma=0.05,
+                                                        class_weight={"a": 2.0, "b": 1.0, "c": 1.0}),
+    "classifier-binary-primal": lambda: KernelRidgeClassifier(kernel=2.0 * Linear() + 1.0),
+    "classifier-binary-product": lambda: KernelRidgeClassifier(kernel=2.0 * Linear() * RBF(0.1) + 1.0),
+    "kpca": lambda: KernelPCA(n_components=4, kernel="rbf", gamma=0.05, kernel_params=None),
+    "kpca-all-components": lambda: KernelPCA(kernel=Laplacian(gamma=0.1), eigen_solver="dense"),
+    "kpca-blocked": lambda: KernelPCA(3, kernel="rbf", eigen_solver="randomized", random_state=0,
+                                      memory_budget=100_000),
+    "polynomial-map": lambda: PolynomialFeatureMap(degree=3, coef0=0.5, gamma=0.2),
+}
+
+
+def _fit(name, est, X, y):
+    if name == "ridge-poly-primal":
+        return est.fit(X[:, :6], y), X[:, :6]
+    if name == "ridge-alpha-array":
+        return est.fit(X, np.column_stack([y, -y])), X
+    if name == "classifier-strings":
+        return est.fit(X, np.array(["a", "b", "c"], dtype=object)[y % 3]), X
+    if name.startswith("classifier-binary"):
+        return est.fit(X[:, :5], y % 2), X[:, :5]
+    if name == "polynomial-map":
+        return est.fit(X[:, :4]), X[:, :4]
+    if name.startswith("kpca"):
+        return est.fit(X), X
+    return est.fit(X, y.astype(float)), X
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_roundtrip_identical_output(name, data, tmp_path):
+    X, y, X_new = data
+    est, X_used = _fit(name, CASES[name](), X, y)
+    if hasattr(est, "solver_"):
+        assert est.solver_ == ("primal" if "primal" in name else "dual")
+    X_new = X_new[:, :X_used.shape[1]]
+    path = tmp_path / "model.mercer"
+    save(est, path)
+    loaded = load(path)
+    assert type(loaded) is type(est)
+    before, after = _output(est, X_new), _output(loaded, X_new)
+    assert type(after) is type(before)
+    np.testing.assert_array_equal(after, before)
+    # parameters come back equal (kernels compare by hyperparameters)
+    p1, p2 = est.get_params(), loaded.get_params()
+    assert p1.keys() == p2.keys()
+    for k in p1:
+        if isinstance(p1[k], np.ndarray):
+            np.testing.assert_array_equal(p1[k], p2[k])
+        else:
+            assert p1[k] == p2[k], k
+    # torch in, torch out, identical too
+    t = torch.as_tensor(np.array(X_new))
+    out = _output(loaded, t)
+    if isinstance(out, torch.Tensor):
+        np.testing.assert_array_equal(out.numpy(), np.asarray(_output(est, t)))
+
+
+def test_model_file_is_a_zip_of_npy_and_json_without_pickle(data, tmp_path):
+    X, y, _ = data
+    est = KernelRidgeClassifier(kernel=0.5 * RBF(0.1) + Linear()).fit(X, y)
+    path = tmp_path / "m.mercer"
+    save(est, path)
+    with zipfile.ZipFile(path) as zf:
+        names = zf.namelist()
+        manifest = json.loads(zf.read("manifest.json"))
+    assert "manifest.json" in names and all(n.endswith(".npy") for n in names if n != "manifest.json")
+    assert manifest["class"] == "KernelRidgeClassifier"
+    assert manifest["params"]["kernel"] == {"__kernel__": {"type": "Sum", "params": {"kernels": [
+        {"type": "Scaled", "params": {"scale": 0.5, "kernel": {"type": "RBF", "params": {"gamma": 0.1}}}},
+        {"type": "Linear", "params": {}}]}}}
+    assert "_budget" in manifest["derived"]
+    with np.load(path, allow_pickle=False) as npz:  # an .npz reader opens it, no pickle needed
+        assert len([f for f in npz.files if f.startswith("arr_")]) >= 3
+
+
+def test_pandas_feature_names_survive(data, tmp_path):
+    X, y, X_new = data
+    cols = [f"px{i}" for i in range(X.shape[1])]
+    est = KernelRidge(kernel="rbf", gamma=0.05).fit(pd.DataFrame(X, columns=cols), y.astype(float))
+    save(est, tmp_path / "m")
+    loaded = load(tmp_path / "m")
+    np.testing.assert_array_equal(loaded.feature_names_in_, est.feature_names_in_)
+    frame = pd.DataFrame(X_new, columns=cols)
+    np.testing.assert_array_equal(loaded.predict(frame), est.predict(frame))
+    with pytest.raises(ValueError, match="feature names"):
+        loaded.predict(pd.DataFrame(X_new, columns=cols[::-1]))
+
+
+def test_precomputed_kernel_roundtrip(data, tmp_path):
+    X, y, X_new = data
+    K, K_new = RBF(0.05)(X).numpy(), RBF(0.05)(X_new, X).numpy()
+    est = KernelRidge(kernel="precomputed").fit(K, y.astype(float))
+    save(est, tmp_path / "m")
+    np.testing.assert_array_equal(load(tmp_path / "m").predict(K_new), est.predict(K_new))
+
+
+def test_loaded_model_computes_on_cpu_and_can_refit(data, tmp_path):
+    X, y, X_new = data
+    est = KernelRidge(kernel="rbf").fit(X, y.astype(float))
+    save(est, tmp_path / "m")
+    loaded = load(tmp_path / "m")
+    assert loaded._device.type == "cpu" and loaded.X_fit_.device.type == "cpu"
+    loaded.set_params(alpha=3.0).fit(X, y.astype(float))
+    np.testing.assert_allclose(loaded.predict(X_new), KernelRidge(alpha=3.0, kernel="rbf").fit(X, y.astype(float)).predict(X_new))
+
+
+@cuda
+def test_gpu_model_loads_on_cpu(data, tmp_path):
+    X, y, X_new = data
+    est = KernelRidge(kernel="rbf", device="cuda").fit(X, y.astype(float))
+    save(est, tmp_path / "m")
+    loaded = load(tmp_path / "m")
+    assert loaded.device == "cpu" and loaded.dual_coef_.device.type == "cpu"
+    np.testing.assert_allclose(loaded.predict(X_new), est.predict(X_new), rtol=1e-10, atol=1e-10)
+    on_gpu = load(tmp_path / "m", device="cuda")
+    assert on_gpu.dual_coef_.device.type == "cuda"
+
+
+# -- kernels ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("kernel", [
+    Linear(), Polynomial(degree=4, gamma=None, coef0=0.0), Quadratic(), Sigmoid(gamma=0.1, coef0=-1.0),
+    RBF(sigma=2.0), Laplacian(), Matern(nu=0.5, length_scale=3.0), Intersection(), HistogramIntersection(),
+    Precomputed(), Constant(2.0), 0.5 * RBF(0.1) + Linear(), 3.0 * (RBF(1.0) * Polynomial(2) + 1.0),
+    sum([RBF(0.1), Laplacian(0.2), Matern()]),
+], ids=repr)
+def test_kernel_dict_roundtrip(kernel):
+    spec = kernel_to_dict(kernel)
+    assert json.loads(json.dumps(spec)) == spec
+    rebuilt = kernel_from_dict(spec)
+    assert type(rebuilt) is type(kernel) and rebuilt == kernel
+    X = np.random.default_rng(0).integers(0, 2, size=(5, 3)).astype(float)  # valid for set kernels too
+    if not kernel.is_precomputed:
+        np.testing.assert_array_equal(rebuilt(X).numpy(), kernel(X).numpy())
+
+
+def test_kernel_tensor_hyperparameter_roundtrip():
+    k = 2.0 * RBF(gamma=torch.tensor(0.3, dtype=torch.float64, requires_grad=True))
+    rebuilt = kernel_from_dict(json.loads(json.dumps(kernel_to_dict(k))))
+    assert rebuilt == k
+    assert rebuilt.kernel.gamma.requires_grad
+
+
+def test_unknown_kernel_refused():
+    class MyKernel(RBF):
+        pass
+
+    with pytest.raises(TypeError, match="only mercer's own kernels"):
+        kernel_to_dict(MyKernel(0.1))
+    with pytest.raises(ValueError, match="unknown kernel type"):
+        kernel_from_dict({"type": "Exec", "params": {}})
+
+
+# -- refusals -----------------------------------------------------------------------------------
+def _rewrite_manifest(path, edit):
+    with zipfile.ZipFile(path) as zf:
+        entries = {n: zf.read(n) for n in zf.namelist()}
+    manifest = json.loads(entries["manifest.json"])
+    edit(manifest)
+    entries["manifest.json"] = json.dumps(manifest).encode()
+    with zipfile.ZipFile(path, "w") as zf:
+        for n, b in entries.items():
+            zf.writestr(n, b)
+
+
+@pytest.fixture(scope="module")
+def saved_bytes(data, tmp_path_factory):
+    X, y, _ = data
+    path = tmp_path_factory.mktemp("io") / "m.mercer"
+    save(KernelRidgeClassifier(kernel="rbf").fit(X, y), path)
+    return path.read_bytes()
+
+
+@pytest.fixture()
+def saved(saved_bytes, tmp_path):
+    path = tmp_path / "m.mercer"
+    path.write_bytes(saved_bytes)
+    return path
+
+
+@pytest.mark.parametrize("edit, match", [
+    (lambda m: m.update({"class": "os.system"}), "refusing to load unknown estimator class"),
+    (lambda m: m.update({"class": "Pipeline"}), "refusing to load unknown estimator class"),
+    (lambda m: m["state"]["_binarizer"].update({"__sklearn__": "Pipeline"}), "unknown helper class"),
+    (lambda m: m["state"].update({"kernel_": {"__kernel__": {"type": "Popen", "params": {}}}}), "unknown kernel type"),
+    (lambda m: m["state"].update({"X_fit_": {"__tensor__": "arr_99.npy"}}), "missing array"),
+    (lambda m: m["params"].update({"evil": 1}), "not parameters of"),
+    (lambda m: m.update({"format_version": 99}), "newer"),
+    (lambda m: m.update({"format": "pickle"}), "not a mercer model"),
+    (lambda m: m["derived"].append("_sneaky"), "no derived attribute"),
+    (lambda m: m["state"].update({"predict": 1}), "bad state attribute 'predict'"),
+    (lambda m: m["state"].update({"__class__": 1}), "bad state attribute"),
+    (lambda m: m["state"].update({"alpha": 5.0}), "bad state attribute 'alpha'"),
+    (lambda m: m["state"]["_binarizer"]["state"]["__dict__"].append(["fit", 0]), "bad state attribute 'fit'"),
+])
+def test_tampered_manifest_refused(saved, edit, match):
+    _rewrite_manifest(saved, edit)
+    with pytest.raises(ValueError, match=match):
+        load(saved)
+
+
+def test_version_mismatch_warns(saved):
+    _rewrite_manifest(saved, lambda m: m.update({"mercer_version": "0.0.1"}))
+    with pytest.warns(UserWarning, match="saved by mercer 0.0.1"):
+        load(saved)
+
+
+def test_not_a_model_file(tmp_path):
+    (tmp_path / "x").write_bytes(b"\x80\x04garbage")
+    with pytest.raises(ValueError, match="not a zip"):
+        load(tmp_path / "x")
+    with zipfile.ZipFile(tmp_path / "z", "w") as zf:
+        zf.writestr("data.pkl", b"...")
+    with pytest.raises(ValueError, match="no manifest"):
+        load(tmp_path / "z")
+
+
+def test_save_refuses_foreign_and_unfitted(data, tmp_path):
+    X, y, _ = data
+    with pytest.raises(TypeError, match="supports"):
+        save(Ridge().fit(X, y), tmp_path / "m")
+    with pytest.raises(NotFittedError):
+        save(KernelRidge(), tmp_path / "m")
+    assert loadable_estimators() == ["KernelPCA", "KernelRidge", "KernelRidgeClassifier", "PolynomialFeatureMap"]
+
+
+def test_unstorable_parameter_saved_as_none_with_warning(data, tmp_path):
+    X, _, _ = data
+    est = KernelPCA(2, kernel="rbf", random_state=np.random.RandomState(0)).fit(X)
+    with pytest.warns(UserWarning, match="random_state"):
+        save(est, tmp_path / "m")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        loaded = load(tmp_path / "m")
+    assert loaded.random_state is None
+    np.testing.assert_array_equal(loaded.transform(X[:5]), est.transform(X[:5]))
+
+
+def test_fitted_state_of_unknown_type_refused(data, tmp_path):
+    X, y, _ = data
+    est = KernelRidge(kernel="rbf").fit(X, y.astype(float))
+    est.extra_ = object()
+    with pytest.raises(TypeError, match="extra_"):
+        save(est, tmp_path / "m")
+
+
