@@ -18,10 +18,16 @@ __all__ = ["RBF", "Gaussian", "Laplacian", "Matern", "squared_distances"]
 
 def squared_distances(X1: torch.Tensor, X2: torch.Tensor) -> torch.Tensor:
     """``||x - y||^2`` for every pair by the GEMM expansion, clamped at 0; one block of memory."""
+    return _scaled_sq_dist(X1, X2, 1.0).neg_()
+
+
+def _scaled_sq_dist(X1: torch.Tensor, X2: torch.Tensor, g) -> torch.Tensor:
+    """``-g ||x - y||^2`` (clamped at 0 from above) with the scaling folded into the GEMM:
+    ``addmm(-g |y|^2, X1, X2^T, alpha=2g) - g |x|^2`` -- two passes over the block after the GEMM."""
     n1 = (X1 * X1).sum(dim=1)
     n2 = n1 if X2 is X1 else (X2 * X2).sum(dim=1)
-    D = X1 @ X2.T
-    return D.mul_(-2.0).add_(n1[:, None]).add_(n2[None, :]).clamp_min_(0.0)
+    D = torch.addmm(n2.mul(-g)[None, :], X1, X2.T, beta=1.0, alpha=2.0 * g)
+    return D.add_(n1.mul_(-g)[:, None]).clamp_max_(0.0)
 
 
 class _Stationary(Kernel):
@@ -63,7 +69,7 @@ class RBF(_Stationary):
 
     def _pairwise(self, X1, X2):
         g = resolved_gamma(self.gamma, X1.shape[1])
-        return squared_distances(X1, X2).mul_(-g).exp_()
+        return _scaled_sq_dist(X1, X2, g).exp_()
 
     def _paired(self, X1, X2):
         g = resolved_gamma(self.gamma, X1.shape[1])

@@ -13,6 +13,9 @@ __all__ = ["BlockPlan", "MemoryBudgetError", "format_bytes", "plan_blocks", "def
 
 #: Rows below which a tile is too thin for GEMMs to run well; columns are split before rows go under.
 MIN_ROWS = 64
+#: Largest tile worth computing at once: beyond this, the element-wise passes of a kernel (scale,
+#: exp, ...) stream from main memory instead of cache and a bigger tile only costs memory.
+MAX_TILE_BYTES = 32 * 2**20
 
 
 def format_bytes(n: float) -> str:
@@ -68,11 +71,12 @@ def _tile_bytes(br: int, bc: int, d: int, itemsize: int, scratch: float, n_rhs: 
 
 
 def plan_blocks(n: int, m: int, d: int, *, itemsize: int, budget: int, scratch: float = 1.0,
-                n_rhs: int = 1, min_rows: int = MIN_ROWS) -> BlockPlan:
-    """Choose the largest tile ``(row_block, col_block)`` of an ``(n, m)`` kernel matrix that fits.
+                n_rhs: int = 1, min_rows: int = MIN_ROWS, max_tile_bytes: int | None = MAX_TILE_BYTES) -> BlockPlan:
+    """Choose the tile ``(row_block, col_block)`` of an ``(n, m)`` kernel matrix.
 
-    Full-width row blocks are preferred; columns are split only when fewer than ``min_rows``
-    full-width rows would fit. Raises :class:`MemoryBudgetError` when not even a 1 x 1 tile fits.
+    The tile is the largest that fits both the budget and ``max_tile_bytes``; full-width row
+    blocks are preferred, and columns are split only when fewer than ``min_rows`` full-width
+    rows would fit. Raises :class:`MemoryBudgetError` when not even a 1 x 1 tile fits the budget.
 
     Parameters
     ----------
@@ -88,38 +92,37 @@ def plan_blocks(n: int, m: int, d: int, *, itemsize: int, budget: int, scratch: 
         Extra working memory of the kernel, in multiples of the tile (``Kernel.scratch``).
     n_rhs : int
         Columns of the vectors multiplied by the tile.
+    max_tile_bytes : int or None
+        Cap on the tile (``MAX_TILE_BYTES`` by default; ``None``: only the budget limits it).
     """
     for name, val in (("n", n), ("m", m), ("d", d), ("itemsize", itemsize), ("budget", budget), ("n_rhs", n_rhs)):
         if int(val) != val or val < (0 if name in ("n", "m") else 1):
             raise ValueError(f"plan_blocks: {name} must be a {'non-negative' if name in ('n', 'm') else 'positive'} int; got {val!r}.")
     if n == 0 or m == 0:
         return BlockPlan(n, m, max(n, 1), max(m, 1), 0, budget)
+    smallest = _tile_bytes(1, 1, d, itemsize, scratch, n_rhs)
+    if smallest > budget:
+        raise MemoryBudgetError(
+            f"memory budget of {format_bytes(budget)} cannot hold even one kernel entry with d={d} "
+            f"features (needs about {format_bytes(smallest)}); raise memory_budget."
+        )
+    limit = budget if max_tile_bytes is None else min(budget, max(int(max_tile_bytes), smallest))
+    per_vec = d + 1 + 2 * n_rhs
 
-    def rows_fitting(bc: int) -> int:
-        per_row = _tile_bytes(1, bc, d, itemsize, scratch, n_rhs) - _tile_bytes(0, bc, d, itemsize, scratch, n_rhs)
-        fixed = _tile_bytes(0, bc, d, itemsize, scratch, n_rhs)
-        return int((budget - fixed) // per_row) if budget > fixed else 0
+    def rows_fitting(bc: int) -> int:  # tile_bytes(br, bc) <= limit, solved for br
+        return int((limit / itemsize - bc * per_vec) // (bc * (1.0 + scratch) + per_vec))
+
+    def cols_fitting(br: int) -> int:  # tile_bytes(br, bc) <= limit, solved for bc
+        return int((limit / itemsize - br * per_vec) // (br * (1.0 + scratch) + per_vec))
 
     br = rows_fitting(m)
     if br >= min(min_rows, n):
         br = min(br, n)
         return BlockPlan(n, m, br, m, _tile_bytes(br, m, d, itemsize, scratch, n_rhs), budget)
-    # Split the columns: tiles of min_rows rows (fewer if even that does not fit).
-    per_vec = d + 1 + 2 * n_rhs
-
-    def cols_fitting(br: int) -> int:
-        return int((budget / itemsize - br * per_vec) // (br * (1.0 + scratch) + per_vec))
-
     br = min(n, min_rows)
     while cols_fitting(br) < 1 and br > 1:
         br = max(1, br // 2)
-    bc = min(cols_fitting(br), m)
-    if bc < 1:
-        need = _tile_bytes(1, 1, d, itemsize, scratch, n_rhs)
-        raise MemoryBudgetError(
-            f"memory budget of {format_bytes(budget)} cannot hold even one kernel entry with d={d} "
-            f"features (needs about {need} bytes); raise memory_budget."
-        )
+    bc = max(1, min(cols_fitting(br), m))
     return BlockPlan(n, m, br, bc, _tile_bytes(br, bc, d, itemsize, scratch, n_rhs), budget)
 
 
