@@ -29,21 +29,27 @@ class CholeskyFactor:
     jitter: float
 
     def solve(self, B: torch.Tensor) -> torch.Tensor:
-        """``(A + jitter I)^{-1} B`` for ``B`` of shape ``(n,)`` or ``(n, t)``."""
+        """``(A + jitter I)^{-1} B`` for ``B`` of shape ``(n,)`` or ``(n, t)``: two triangular
+        solves on ``L`` as stored (``cholesky_solve`` would first copy ``L``: one more n x n buffer)."""
         squeeze = B.ndim == 1
-        X = torch.cholesky_solve(B[:, None] if squeeze else B, self.L, upper=False)
+        B2 = B[:, None] if squeeze else B
+        Y = torch.linalg.solve_triangular(self.L, B2, upper=False)
+        X = torch.linalg.solve_triangular(self.L.mT, Y, upper=True)
         return X[:, 0] if squeeze else X
 
 
 def _try_factor(A: torch.Tensor) -> bool:
     """Factor ``A`` in place (lower triangle read, lower factor written). True on success.
 
-    torch's own LAPACK (MKL on CPU, cuSOLVER on CUDA) with ``out=A``: no second n x n buffer,
-    and the same thread pool as the kernel computation (SciPy's OpenBLAS threads fight torch's
-    OpenMP threads for the cores: measured 3-8x slower here, and it holds the GIL).
+    torch's own LAPACK (MKL on CPU, cuSOLVER on CUDA) -- the same thread pool as the kernel
+    computation: SciPy's OpenBLAS threads fight torch's OpenMP threads for the cores (measured
+    3-8x slower here) and hold the GIL. The factorisation runs on the transposed view
+    ``A.mT``, which is column-major, so LAPACK works in place (``out=A`` on the row-major
+    matrix would make a full copy): the upper factor of ``A.mT`` is ``L`` in ``A``'s lower triangle.
     """
     info = torch.empty((), dtype=torch.int32, device=A.device)
-    torch.linalg.cholesky_ex(A, upper=False, out=(A, info))
+    U = A.mT
+    torch.linalg.cholesky_ex(U, upper=True, out=(U, info))
     return int(info) == 0
 
 

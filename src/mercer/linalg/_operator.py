@@ -165,12 +165,12 @@ class KernelOperator:
                            scratch=self.kernel.scratch(self.X.shape[1]))
         br = plan.row_block
         bc = plan.col_block
+        lower_only = lower_only and self.symmetric
         for i in range(0, n, br):
             r = slice(i, min(i + br, n))
-            for j in range(0, m, bc):
-                if lower_only and self.symmetric and j >= r.stop:
-                    break
-                c = slice(j, min(j + bc, m))
+            width = r.stop if lower_only else m  # tiles right of the diagonal are never read
+            for j in range(0, width, bc):
+                c = slice(j, min(j + bc, width))
                 out[r, c] = self.tile(r, c)
         if time.perf_counter() - t0 > 1.0:
             log.info("kernel matrix %d x %d computed in %.1f s", n, m, time.perf_counter() - t0)
