@@ -8,18 +8,20 @@ it on blocks, so a blocked kernel product (:class:`KernelOperator`) pays one pas
 per block, not per vector.
 
 Accuracy is judged by the relative residual ``max_j ||A v_j - lambda_j v_j|| / max_j |lambda_j|``,
-computed from products the solver already has (no extra pass), and reported in every result.
+computed from products the solver already has (``"power"``: one block product at the end), and
+reported in every result.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import numbers
 import warnings
-from collections.abc import Callable
 
 import numpy as np
 import scipy.linalg as sla
+import threadpoolctl
 import torch
 from sklearn.exceptions import ConvergenceWarning
 
@@ -31,12 +33,20 @@ __all__ = ["EigResult", "top_eigenpairs", "ConvergenceWarning"]
 METHODS = ("auto", "dense", "power", "lanczos", "randomized")
 
 #: ``method="auto"`` decomposes a dense tensor with LAPACK up to this size (or when more than a
-#: quarter of the spectrum is asked for); above it the block Lanczos method is faster. Measured
-#: with benchmarks/scratch_eig_timing.py (RBF Gram, k = 10, 2 cores): see the report there.
+#: quarter of the spectrum is asked for); above it block Lanczos is faster (centred RBF Gram,
+#: k = 10, 2 cores, benchmarks/scratch_eig_timing.py: n = 500 dense 19 ms, lanczos 23 ms;
+#: n = 1000 dense 76 ms, lanczos 40 ms; n = 2000 406 ms vs 82 ms; n = 5000 8.6 s vs 0.43 s).
 AUTO_DENSE_MAX_N = 500
 
-#: Default ``max_iter``: power iterations per eigenpair, block steps, subspace iterations.
-DEFAULT_MAX_ITER = {"power": 10_000, "lanczos": 300, "randomized": 1000}
+#: Up to this size a dense ``A`` is handled on one thread (LAPACK for ``"dense"``, the products
+#: of the iterative methods): a small multi-threaded op on a shared CPU can wait scheduler slices
+#: for its second thread (eigh of 400 x 400: 10 ms on one thread, 20-260 ms on two while another
+#: process was busy), and on an idle CPU the second thread saves little at this size.
+DENSE_SERIAL_MAX_N = 1000
+
+#: Default ``max_iter``: power iterations per eigenpair, subspace iterations; Lanczos: block steps
+#: (``max(300, 3000 // block_size)``, so that single-vector Lanczos may build 3000 vectors).
+DEFAULT_MAX_ITER = {"power": 10_000, "randomized": 1000}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -76,13 +86,20 @@ class _Operator:
         self._fn = A
         self.n, self.dtype, self.device = n, dtype, device
         self.calls = 0
+        # Products with A run on the caller's threads, except for a small dense A (see _dense).
+        small = self.dense is not None and device.type == "cpu" and n <= DENSE_SERIAL_MAX_N
+        self.threads = 1 if small else torch.get_num_threads()
 
     def __call__(self, V: torch.Tensor) -> torch.Tensor:
         self.calls += 1
-        if self.dense is not None:
-            Y = self.dense @ V
-        else:
-            Y = self._fn(V)
+        with _num_threads(self.threads):
+            if self.dense is not None:
+                # (V^T A)^T = A V for symmetric A, with V^T contiguous: the GEMM layout that runs
+                # fastest for a tall-skinny V (2-3x over A @ V with MKL on 2 cores, measured).
+                Y = (V.mT.contiguous() @ self.dense).mT
+            else:
+                Y = self._fn(V)
+        if self.dense is None:
             if not isinstance(Y, torch.Tensor) or tuple(Y.shape) != tuple(V.shape):
                 raise ValueError(f"top_eigenpairs: matvec(V) must return a tensor of shape "
                                  f"{tuple(V.shape)} (A @ V); got {describe(Y)}.")
@@ -99,10 +116,10 @@ class _Operator:
 
 # -- public entry point ------------------------------------------------------------------------
 
-@torch.no_grad()
 def top_eigenpairs(A, n_components: int, *, method: str = "auto", tol: float | None = None,
                    max_iter: int | None = None, generator: torch.Generator | None = None,
-                   n_oversamples: int = 10, n: int | None = None, dtype=None, device=None) -> EigResult:
+                   n_oversamples: int = 10, block_size: int | None = None, n: int | None = None,
+                   dtype=None, device=None) -> EigResult:
     """The ``n_components`` largest eigenvalues of a symmetric ``A`` and their eigenvectors.
 
     Parameters
@@ -117,12 +134,15 @@ def top_eigenpairs(A, n_components: int, *, method: str = "auto", tol: float | N
         * ``"dense"``: LAPACK on the whole matrix (tensor only), O(n^3).
         * ``"power"``: power iteration on ``A - sum_i lambda_i v_i v_i^T`` (deflation, "peeling"),
           one vector at a time; simple, but as slow as the eigengaps are small.
-        * ``"lanczos"``: block Lanczos (block ``k + n_oversamples``) with full
-          re-orthogonalisation, Rayleigh-Ritz and thick restarts.
+        * ``"lanczos"``: block Lanczos with full re-orthogonalisation, Rayleigh-Ritz and thick
+          restarts. It resolves eigenvalues repeated up to ``block_size`` times.
+          ``block_size=1`` is single-vector Lanczos: the fewest products with ``A`` (each a
+          matrix-vector product), blind to repeated eigenvalues, like ARPACK.
         * ``"randomized"``: randomized subspace iteration (Halko, Martinsson & Tropp 2011) on
           ``k + n_oversamples`` columns, QR each iteration, Rayleigh-Ritz.
         * ``"auto"``: ``"dense"`` for a tensor with ``n <= 500`` or ``k > n / 4``, else
-          ``"lanczos"`` (the fastest by measurement; see ``AUTO_DENSE_MAX_N``).
+          ``"lanczos"`` (measured: see ``AUTO_DENSE_MAX_N``; randomized needs more products,
+          10 times more on clustered spectra).
 
         ``"power"`` and ``"randomized"`` converge to the eigenvalues largest in *magnitude*; for a
         positive semi-definite ``A`` (every kernel matrix) those are the largest ones.
@@ -132,7 +152,8 @@ def top_eigenpairs(A, n_components: int, *, method: str = "auto", tol: float | N
         relative). Default ``1e-8`` in float64 and ``1e-4`` in float32.
     max_iter : int, optional
         ``"power"``: iterations per eigenpair (default 10 000); ``"lanczos"``: block steps
-        (default 300); ``"randomized"``: subspace iterations (default 1000). When reached, a
+        (default ``max(300, 3000 // block_size)``); ``"randomized"``: subspace iterations
+        (default 1000). When reached, a
         :class:`ConvergenceWarning` gives the residual and the best estimate is returned with
         ``converged=False``.
     generator : torch.Generator, optional
@@ -140,6 +161,9 @@ def top_eigenpairs(A, n_components: int, *, method: str = "auto", tol: float | N
         deterministic either way.
     n_oversamples : int
         Extra columns of the block methods.
+    block_size : int, optional
+        Columns of each product with ``A`` in ``"lanczos"`` (any ``>= 1``) and ``"randomized"``
+        (``>= k``); default ``k + n_oversamples`` (at most ``n``). Ignored by the other methods.
     n, dtype, device
         Size, dtype (float32 or float64) and device of a callable ``A``; for a tensor they
         default to (and must agree with) the tensor's.
@@ -147,9 +171,20 @@ def top_eigenpairs(A, n_components: int, *, method: str = "auto", tol: float | N
     Returns
     -------
     EigResult
+
+    Notes
+    -----
+    No gradient flows through the result (the solvers run under ``torch.no_grad``). Memory
+    beyond ``A``: ``"lanczos"`` keeps ``2 * max(6 b, 3 k + 3 b, 40)`` vectors of length ``n``
+    (the basis and its products, ``b = block_size``), ``"randomized"`` about ``4 b``.
     """
+    with torch.no_grad():
+        return _solve(A, n_components, method, tol, max_iter, generator, n_oversamples, block_size, n, dtype, device)
+
+
+def _solve(A, n_components, method, tol, max_iter, generator, n_oversamples, block_size, n, dtype, device) -> EigResult:
     op = _as_operator(A, n, dtype, device)
-    k = _check_params(op.n, n_components, method, tol, max_iter, generator, n_oversamples)
+    k = _check_params(op.n, n_components, method, tol, max_iter, generator, n_oversamples, block_size)
     if method == "auto":
         method = "dense" if op.dense is not None and (op.n <= AUTO_DENSE_MAX_N or 4 * k > op.n) else "lanczos"
     if method == "dense" and op.dense is None:
@@ -160,15 +195,44 @@ def top_eigenpairs(A, n_components: int, *, method: str = "auto", tol: float | N
     if generator is None:
         generator = torch.Generator().manual_seed(0)
     if method == "dense":
-        return _finish(*_dense(op, k), method, 0, True, tol)
-    max_iter = DEFAULT_MAX_ITER[method] if max_iter is None else max_iter
-    block = min(op.n, k + n_oversamples)
-    if method == "power":
-        values, vectors, ok = _power(op, k, tol, max_iter, generator)
-        return _finish(values, vectors, None, method, op.calls, ok, tol, op=op)
-    solver = _lanczos if method == "lanczos" else _randomized
-    values, vectors, res, ok = solver(op, k, block, tol, max_iter, generator)
-    return _finish(values, vectors, res, method, op.calls, ok, tol)
+        return _finish(*_dense(op, k), method, 0, True, tol, None)
+    block = min(op.n, k + n_oversamples if block_size is None else block_size)
+    if max_iter is None:
+        max_iter = max(300, 3000 // block) if method == "lanczos" else DEFAULT_MAX_ITER[method]
+    with _num_threads(1 if op.device.type == "cpu" else None):
+        if method == "power":
+            values, vectors, res, ok = _power(op, k, tol, max_iter, generator)
+        else:
+            solver = _lanczos if method == "lanczos" else _randomized
+            values, vectors, res, ok = solver(op, k, block, tol, max_iter, generator)
+        if method != "lanczos" and float(values.min()) < -tol * _scale(values):
+            warnings.warn(
+                f"top_eigenpairs(method={method!r}): A has a negative eigenvalue "
+                f"({float(values.min()):.3g}), so it is not positive semi-definite; this method finds "
+                "the eigenvalues largest in magnitude, which may not be the largest ones. Use "
+                "method='lanczos' or 'dense' for an indefinite matrix.", UserWarning, stacklevel=3)
+        return _finish(values, vectors, res, method, op.calls, ok, tol, max_iter)
+
+
+@contextlib.contextmanager
+def _num_threads(n: int | None):
+    """Run a block with ``n`` intra-op threads (``None``: leave as is), restoring the setting after.
+
+    The iterative solvers do their O(n k^2) bookkeeping (projections, QR, small eigh) on one
+    thread and the products with ``A`` on the caller's threads: on a CPU shared with other
+    processes, every multi-threaded small op can wait a scheduler slice for its second thread
+    (measured: eigh of 80 x 80 from 0.6 ms to 110 ms, QR of 5000 x 20 from 0.9 to 20 ms), while
+    on an idle CPU these ops are a small fraction of a product with ``A``.
+    """
+    old = torch.get_num_threads()
+    if n is None or n == old:
+        yield
+        return
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(old)
 
 
 # -- validation ----------------------------------------------------------------------------------
@@ -201,7 +265,7 @@ def _normalise(name, value):
     return value
 
 
-def _check_params(n, k, method, tol, max_iter, generator, n_oversamples) -> int:
+def _check_params(n, k, method, tol, max_iter, generator, n_oversamples, block_size) -> int:
     owner = "top_eigenpairs"
     if not isinstance(k, numbers.Integral) or isinstance(k, bool) or not 1 <= k <= n:
         raise ValueError(f"The 'n_components' parameter of {owner} must be an int in the range "
@@ -211,12 +275,14 @@ def _check_params(n, k, method, tol, max_iter, generator, n_oversamples) -> int:
         raise ValueError(f"The 'method' parameter of {owner} must be one of {choices}. Got {method!r} instead.")
     if tol is not None and not (isinstance(tol, numbers.Real) and 0 < tol < 1):
         raise ValueError(f"The 'tol' parameter of {owner} must be a float in the range (0, 1) or None. Got {tol!r} instead.")
-    for name, val, low in (("max_iter", max_iter, 1), ("n_oversamples", n_oversamples, 0)):
-        if val is None and name == "max_iter":
+    low_block = k if method == "randomized" else 1
+    for name, val, low in (("max_iter", max_iter, 1), ("n_oversamples", n_oversamples, 0),
+                           ("block_size", block_size, low_block)):
+        if val is None and name != "n_oversamples":
             continue
         if not isinstance(val, numbers.Integral) or isinstance(val, bool) or val < low:
             raise ValueError(f"The {name!r} parameter of {owner} must be an int >= {low}"
-                             f"{' or None' if name == 'max_iter' else ''}. Got {val!r} instead.")
+                             f"{'' if name == 'n_oversamples' else ' or None'}. Got {val!r} instead.")
     if generator is not None and not isinstance(generator, torch.Generator):
         raise TypeError(f"top_eigenpairs: generator must be a torch.Generator or None; got {generator!r}.")
     return int(k)
@@ -236,19 +302,17 @@ def _fix_signs(V: torch.Tensor) -> torch.Tensor:
     return V * torch.where(signs == 0, torch.ones_like(signs), signs)
 
 
-def _finish(values, vectors, residuals, method, iterations, converged, tol, *, op=None) -> EigResult:
-    """Sort, fix signs, compute the relative residual (one extra product when not given), warn."""
-    if residuals is None:  # dense and power: residuals of the final pairs with the undeflated A
-        residuals = (op(vectors) - vectors * values).norm(dim=0)
+def _finish(values, vectors, residuals, method, iterations, converged, tol, max_iter) -> EigResult:
+    """Sort, fix signs, turn the residual norms into the relative residual, warn if not converged."""
     order = torch.argsort(values, descending=True)
     values, vectors = values[order], vectors[:, order]
     residual = float(residuals.max()) / _scale(values) if residuals.numel() else 0.0
     if not converged:
         warnings.warn(
-            f"top_eigenpairs(method={method!r}) did not converge within max_iter ({iterations} "
+            f"top_eigenpairs(method={method!r}) did not converge in max_iter={max_iter} ({iterations} "
             f"products with A): relative residual {residual:.2e}, tol {tol:.1e}. Returning the best "
             "estimate (converged=False); raise max_iter or tol, or use another method.",
-            ConvergenceWarning, stacklevel=3,
+            ConvergenceWarning, stacklevel=4,
         )
     return EigResult(values, _fix_signs(vectors), method, iterations, bool(converged), residual)
 
@@ -271,13 +335,17 @@ def _settled(new: torch.Tensor, old: torch.Tensor | None, tol: float, scale: flo
 def _orthonormalize(W: torch.Tensor, Q: torch.Tensor, op: _Operator, gen: torch.Generator) -> torch.Tensor:
     """Orthonormal basis of the part of ``W`` orthogonal to the orthonormal columns of ``Q``.
 
-    Classical Gram-Schmidt twice, QR, and a check pass: a column that loses half its norm in the
-    check pass was round-off (``W`` had nothing new in it) and is replaced by a random direction.
+    Classical Gram-Schmidt twice, then QR. When a column lost most of its norm (``W`` was nearly
+    in ``span(Q)``, or its columns nearly dependent), QR's output is checked with one more pass:
+    a column that loses half its norm there was round-off and is replaced by a random direction.
     """
     def project(X):
         return X - Q @ (Q.mT @ X) if Q.shape[1] else X
 
-    V, _ = torch.linalg.qr(project(project(W)))
+    norms = W.norm(dim=0)
+    V, R = torch.linalg.qr(project(project(W)))
+    if bool((R.diagonal().abs() > 1e-3 * norms).all()):
+        return V
     for _ in range(5):
         V, R = torch.linalg.qr(project(V))
         bad = R.diagonal().abs() < 0.5
@@ -292,47 +360,62 @@ def _orthonormalize(W: torch.Tensor, Q: torch.Tensor, op: _Operator, gen: torch.
 # -- methods ---------------------------------------------------------------------------------------
 
 def _dense(op: _Operator, k: int):
-    A, n = op.dense, op.n
+    if op.device.type == "cpu" and op.n <= DENSE_SERIAL_MAX_N:
+        with _num_threads(1), threadpoolctl.threadpool_limits(1, user_api="blas"):
+            return _dense_eigh(op.dense, k)
+    return _dense_eigh(op.dense, k)
+
+
+def _dense_eigh(A: torch.Tensor, k: int):
+    n = A.shape[0]
+    if not bool(torch.isfinite(A).all()):  # O(n^2) next to LAPACK's O(n^3)
+        raise ValueError("top_eigenpairs: A contains NaN or infinity; A must be finite.")
     if A.device.type == "cpu":
         # LAPACK's syevr for the top k only: no back-transformation of the other n - k vectors.
         # A.numpy().T is the transposed view (F-ordered), whose lower triangle is A's upper one;
         # lower=False reads it, i.e. A's lower triangle, like torch.linalg.eigh.
         w, V = sla.eigh(A.detach().numpy().T, lower=False, subset_by_index=[n - k, n - 1], driver="evr",
                         overwrite_a=False, check_finite=False)
-        w, V = torch.from_numpy(w[::-1].copy()), torch.from_numpy(np.ascontiguousarray(V[:, ::-1]))
+        w, V = torch.from_numpy(w[::-1].copy()), torch.from_numpy(V[:, ::-1].copy())  # copies: positive strides
     else:
         w, V = torch.linalg.eigh(A)
         w, V = w.flip(0)[:k], V.flip(1)[:, :k].contiguous()
-    if not bool(torch.isfinite(w).all()):
-        raise ValueError("top_eigenpairs: A contains NaN or infinity; A must be finite.")
     residuals = (A @ V - V * w).norm(dim=0)
     return w, V, residuals
 
 
 def _power(op: _Operator, k: int, tol: float, max_iter: int, gen: torch.Generator):
-    """Power iteration with deflation: pair ``j`` is the dominant pair of ``A - sum_{i<j} lambda_i v_i v_i^T``."""
+    """Power iteration with deflation: pair ``j`` is the dominant pair of ``A - sum_{i<j} lambda_i v_i v_i^T``.
+
+    The iterate is also kept orthogonal to the pairs found, so its residual is measured after
+    that projection: the error left in the found vectors (up to ``tol``) would otherwise put a
+    floor under the next pair's residual. Each pair goes to ``tol / (2 sqrt(k))``, so that the
+    residuals with ``A`` itself, computed at the end with one block product, stay within ``tol``.
+    """
     V = torch.zeros(op.n, k, dtype=op.dtype, device=op.device)
     values = torch.zeros(k, dtype=op.dtype, device=op.device)
+    inner_tol = tol / (2 * k ** 0.5)
     all_ok, scale = True, None
     for j in range(k):
         Vj, lj = V[:, :j], values[:j]
         v = _orthonormalize(op.random(1, gen), Vj, op, gen)
         lam_old, ok = None, False
         for _ in range(max_iter):
-            w = op(v) - Vj @ (lj[:, None] * (Vj.mT @ v))
+            w = op(v) - Vj @ (lj[:, None] * (Vj.mT @ v))  # (A - sum_i lambda_i v_i v_i^T) v
             lam = (v.mT @ w).reshape(())
+            pw = w - Vj @ (Vj.mT @ w)  # kept orthogonal to the found vectors
             scale_j = scale if scale is not None else max(abs(float(lam)), torch.finfo(op.dtype).tiny)
-            res = float((w - lam * v).norm())
-            ok = res <= tol * scale_j and _settled(lam[None], lam_old, tol, scale_j)
+            ok = float((pw - lam * v).norm()) <= inner_tol * scale_j and _settled(lam[None], lam_old, tol, scale_j)
             V[:, j:j + 1], values[j], lam_old = v, lam, lam[None]
             if ok:
                 break
-            v = w - Vj @ (Vj.mT @ w)  # w / ||w||, kept orthogonal to the found vectors
-            norm = float(v.norm())
-            v = v / norm if norm > 0.5 * float(w.norm()) else _orthonormalize(w, Vj, op, gen)
+            norm = float(pw.norm())
+            v = pw / norm if norm > 0.5 * float(w.norm()) else _orthonormalize(w, Vj, op, gen)
         scale = scale if scale is not None else scale_j
         all_ok = all_ok and ok
-    return values, V, all_ok
+    residuals = (op(V) - V * values).norm(dim=0)  # with A itself, not the deflated operator
+    all_ok = all_ok and float(residuals.max()) <= tol * _scale(values)
+    return values, V, residuals, all_ok
 
 
 def _randomized(op: _Operator, k: int, block: int, tol: float, max_iter: int, gen: torch.Generator):
@@ -364,26 +447,27 @@ def _lanczos(op: _Operator, k: int, block: int, tol: float, max_iter: int, gen: 
     """
     n = op.n
     if max_basis is None:
-        max_basis = max(4 * block, k + 2 * block)
+        max_basis = max(6 * block, 3 * k + 3 * block, 40)
     max_basis = min(n, max_basis)
     keep = max(k, max_basis - 2 * block)
+    max_iter = max(max_iter, -(-k // block))  # at least k vectors, even when not converged
     Q = torch.zeros(n, 0, dtype=op.dtype, device=op.device)
     AQ, H = Q, torch.zeros(0, 0, dtype=op.dtype, device=op.device)
     V = _orthonormalize(op.random(block, gen), Q, op, gen)
     for _ in range(max_iter):
         AV = op(V)
-        c, b = Q.shape[1], V.shape[1]
+        c = Q.shape[1]
         Q, AQ = torch.cat([Q, V], dim=1), torch.cat([AQ, AV], dim=1)
         C = Q.mT @ AV  # new block column of Q^T A Q
         H = torch.cat([torch.cat([H, C[:c].mT], dim=0), C], dim=1)
         theta, S = _eigh_desc(H, H.shape[0])
         U, AU = Q @ S[:, :k], AQ @ S[:, :k]
         res = (AU - U * theta[:k]).norm(dim=0)
-        if float(res.max()) <= tol * _scale(theta[:k]):
+        if Q.shape[1] >= k and float(res.max()) <= tol * _scale(theta[:k]):
             return theta[:k], U, res, True
         if Q.shape[1] >= n:  # the whole space: the Ritz pairs are exact up to round-off
             break
-        V = _orthonormalize(AV, Q, op, gen)[:, : min(block, n - Q.shape[1])]
+        V = _orthonormalize(AV[:, : min(block, n - Q.shape[1])], Q, op, gen)
         if Q.shape[1] + V.shape[1] > max_basis:  # thick restart on the best Ritz vectors
             S = S[:, :keep]
             Q, AQ, H = Q @ S, AQ @ S, torch.diag(theta[:keep])

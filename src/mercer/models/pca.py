@@ -156,7 +156,7 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, KernelEstimat
                 return op.matvec(V) - col_mean[:, None] @ s - (col_mean @ V)[None, :] + all_mean * s
 
             res = top_eigenpairs(centred, k, n=n, dtype=Xt.dtype, device=Xt.device,
-                                 **{**opts, "method": "randomized" if method == "auto" else method})
+                                 **{**opts, "method": "lanczos" if method == "auto" else method})
         self.fit_time_ = time.perf_counter() - t0
         self._store(res, Xt, col_mean, all_mean, trace)
         log.info("KernelPCA: %d components of n=%d by %s in %.2f s", k, n, res.method, self.fit_time_)
