@@ -16,6 +16,8 @@ import multiprocessing as mp
 import os
 import platform
 import resource
+import subprocess
+import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -23,7 +25,7 @@ from typing import Any, NamedTuple
 
 __all__ = [
     "Isolated", "Timer", "best_time", "current_rss_bytes", "peak_rss_bytes", "run_isolated",
-    "markdown_table", "machine_info", "load_average", "write_json", "fmt_bytes", "RESULTS_DIR",
+    "markdown_table", "machine_info", "load_average", "git_state", "write_json", "fmt_bytes", "RESULTS_DIR",
 ]
 
 #: Where benchmark scripts write their JSON results.
@@ -81,7 +83,23 @@ class Isolated(NamedTuple):
     peak_rss_bytes: int
 
 
-def _isolated_child(fn: Callable, args: tuple, kwargs: dict, log_level: int) -> Isolated:
+def _exit_with(parent: int, every: float = 5.0) -> None:
+    """End this process when ``parent`` is gone (a killed benchmark must not leave its worker running)."""
+    def watch() -> None:
+        while True:
+            time.sleep(every)
+            try:
+                os.kill(parent, 0)
+            except ProcessLookupError:
+                os._exit(1)
+            except PermissionError:
+                pass
+
+    threading.Thread(target=watch, daemon=True, name="parent-watch").start()
+
+
+def _isolated_child(fn: Callable, args: tuple, kwargs: dict, log_level: int, parent: int) -> Isolated:
+    _exit_with(parent)
     logging.basicConfig(level=log_level, format="%(asctime)s %(processName)s %(name)s: %(message)s")
     with Timer() as t:
         result = fn(*args, **kwargs)
@@ -101,7 +119,7 @@ def run_isolated(fn: Callable, *args, method: str = "forkserver", **kwargs) -> I
     """
     ctx = mp.get_context(method)
     with ctx.Pool(processes=1) as pool:
-        out = pool.apply(_isolated_child, (fn, args, kwargs, logging.getLogger().getEffectiveLevel()))
+        out = pool.apply(_isolated_child, (fn, args, kwargs, logging.getLogger().getEffectiveLevel(), os.getpid()))
     return Isolated(*out)
 
 
@@ -177,3 +195,16 @@ def machine_info() -> str:
     return (f"{_cpu_model()}, {usable} cores usable ({os.cpu_count()} online), "
             f"torch {torch.__version__} with {torch.get_num_threads()} threads ({cap}), "
             f"RAM {fmt_bytes(_meminfo_total())}, Python {platform.python_version()}")
+
+
+def git_state(paths: Sequence[str] = ("src",)) -> str:
+    """Commit of the measured code and any uncommitted changes under ``paths`` (timings depend on both)."""
+    root = Path(__file__).resolve().parent.parent
+
+    def git(*args: str) -> str:
+        out = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=30)
+        return out.stdout.rstrip("\n") if out.returncode == 0 else ""
+
+    commit = git("rev-parse", "--short", "HEAD").strip() or "unknown commit"
+    dirty = [line[3:] for line in git("status", "--porcelain", "--", *paths).splitlines()]
+    return f"{commit}" + (f" + uncommitted changes in {', '.join(dirty)}" if dirty else " (clean)")

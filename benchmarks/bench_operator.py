@@ -34,7 +34,7 @@ import argparse
 import logging
 import sys
 
-from _common import (RESULTS_DIR, Timer, best_time, current_rss_bytes, fmt_bytes, load_average,
+from _common import (RESULTS_DIR, Timer, best_time, current_rss_bytes, fmt_bytes, git_state, load_average,
                      machine_info, markdown_table, peak_rss_bytes, run_isolated, write_json)
 
 log = logging.getLogger("bench_operator")
@@ -84,9 +84,10 @@ def check_error(y, X, v, gamma: float, n_rows: int, seed: int) -> float:
     import torch
 
     g = torch.Generator().manual_seed(seed + 1)
-    idx = torch.randperm(X.shape[0], generator=g)[:n_rows]
+    y = torch.as_tensor(y)
+    idx = torch.randperm(y.shape[0], generator=g)[:n_rows]
     ref, scale = reference_rows(X, v, gamma, idx)
-    y = torch.as_tensor(y)[idx].double()
+    y = y[idx].double()
     return float(((y - ref).abs() / scale).max())
 
 
@@ -131,15 +132,37 @@ def gemm_rows(d: int, tile_plan) -> list[dict]:
 
 
 # -- the measured runs (each in its own process) -----------------------------------------------
-def mercer_child(n: int, d: int, budget: int, seed: int, check_rows: int) -> dict:
-    """One ``KernelOperator.matvec`` on fresh data; timings and RSS of this process."""
+def set_tile_cap(cap_mib: float | None) -> None:
+    """Override the planner's default ``max_tile_bytes`` in this process (0: no cap; None: keep)."""
+    from mercer.linalg import plan_blocks
+
+    if cap_mib is None:
+        return
+    defaults = plan_blocks.__kwdefaults__ or {}
+    if "max_tile_bytes" not in defaults:
+        raise SystemExit("--tile-caps-mib: this mercer's plan_blocks has no max_tile_bytes parameter.")
+    defaults["max_tile_bytes"] = None if cap_mib == 0 else int(cap_mib * 2**20)
+
+
+def mercer_child(n: int, d: int, budget: int, seed: int, check_rows: int, cap_mib: float | None = None,
+                 rows: int | None = None) -> dict:
+    """One ``KernelOperator.matvec`` on fresh data; timings and RSS of this process.
+
+    ``rows`` < n computes only ``K(X[:rows], X) @ v``: the same tiles as the full product
+    (when ``rows`` is at least one row block), in ``rows / n`` of the time.
+    """
+    import torch  # noqa: F401
+
     from mercer.kernels import RBF
     from mercer.linalg import KernelOperator
 
+    set_tile_cap(cap_mib)
     rss_runtime = current_rss_bytes()
     X, v = make_data(n, d, seed)
     rss_data = current_rss_bytes()
-    op = KernelOperator(RBF(gamma=1.0 / d), X, memory_budget=budget)
+    kernel = RBF(gamma=1.0 / d)
+    op = KernelOperator(kernel, X, memory_budget=budget) if not rows or rows >= n else \
+        KernelOperator(kernel, X[:rows], X, memory_budget=budget)
     log.info("n=%d: %r, %d x %d tiles", n, op, op.plan.n_row_blocks, op.plan.n_col_blocks)
     with Timer() as t:
         y = op.matvec(v)
@@ -149,7 +172,7 @@ def mercer_child(n: int, d: int, budget: int, seed: int, check_rows: int) -> dic
     return {"seconds": t.seconds, "peak_rss": peak, "rss_runtime": rss_runtime, "rss_with_data": rss_data,
             "plan": {"row_block": p.row_block, "col_block": p.col_block, "tile_bytes": p.tile_bytes,
                      "n_row_blocks": p.n_row_blocks, "n_col_blocks": p.n_col_blocks},
-            "max_rel_err": check_error(y, X, v, 1.0 / d, check_rows, seed)}
+            "rows": op.shape[0], "max_rel_err": check_error(y, X, v, 1.0 / d, check_rows, seed)}
 
 
 def naive_matvec(X, v, gamma: float, chunk: int):
@@ -164,6 +187,9 @@ def naive_matvec(X, v, gamma: float, chunk: int):
 
 
 def naive_child(n: int, d: int, seed: int, check_rows: int, chunk: int) -> dict:
+    import sklearn.metrics.pairwise  # noqa: F401  (imports count as runtime, not data)
+    import torch  # noqa: F401
+
     rss_runtime = current_rss_bytes()
     X, v = make_data(n, d, seed)
     rss_data = current_rss_bytes()
@@ -177,12 +203,14 @@ def naive_child(n: int, d: int, seed: int, check_rows: int, chunk: int) -> dict:
 
 # -- rows of the table -------------------------------------------------------------------------
 def summarise(method: str, n: int, d: int, budget: int, res: dict, gemm: dict) -> tuple[dict, dict]:
-    entries = float(n) * n
+    rows = res.get("rows", n)
+    entries = float(rows) * n
     gflops = entries * flops_per_entry(d) / res["seconds"] / 1e9
     plan = res.get("plan")
     engine = res["peak_rss"] - res["rss_with_data"]
     row = {
-        "method": method, "n": n, "time_s": res["seconds"],
+        "method": method if rows == n else f"{method}, rows 0..{rows:,} only", "n": n, "time_s": res["seconds"],
+        "time all rows (s)": res["seconds"] * n / rows,
         "plan": f"{plan['row_block']} x {plan['col_block']} ({plan['n_row_blocks']}x{plan['n_col_blocks']} tiles)"
         if plan else f"{res['chunk']}-row chunks",
         "entries/s": entries / res["seconds"], "GFLOP/s": gflops,
@@ -197,10 +225,17 @@ def summarise(method: str, n: int, d: int, budget: int, res: dict, gemm: dict) -
     return row, raw
 
 
-def run_mercer(n: int, args, budget: int, gemm: dict) -> tuple[dict, dict]:
-    log.info("mercer K @ v, n=%d, budget %s ...", n, fmt_bytes(budget))
-    res = run_isolated(mercer_child, n, D, budget, args.seed, args.check_rows).result
-    return summarise("mercer KernelOperator", n, D, budget, res, gemm)
+def cap_label(cap_mib: float | None) -> str:
+    if cap_mib is None:
+        return "mercer KernelOperator"
+    return "mercer, no tile cap" if cap_mib == 0 else f"mercer, tile cap {cap_mib:g} MiB"
+
+
+def run_mercer(n: int, args, budget: int, gemm: dict, cap_mib: float | None = None,
+               rows: int | None = None) -> tuple[dict, dict]:
+    log.info("%s: K @ v, n=%d, rows %s, budget %s ...", cap_label(cap_mib), n, rows or "all", fmt_bytes(budget))
+    res = run_isolated(mercer_child, n, D, budget, args.seed, args.check_rows, cap_mib, rows).result
+    return summarise(cap_label(cap_mib), n, D, budget, res, gemm)
 
 
 def run_naive(n: int, args, budget: int, gemm: dict) -> tuple[dict, dict]:
@@ -216,6 +251,12 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--quick", action="store_true", help=f"only n = {SMALL_N:,} (the sanity row and naive comparison)")
     p.add_argument("--budget-gib", type=float, default=2.0, help="KernelOperator memory_budget in GiB (default 2)")
     p.add_argument("--small-n", type=int, default=SMALL_N, help=f"points of the small run (default {SMALL_N:,})")
+    p.add_argument("--tile-caps-mib", type=float, nargs="*", default=[],
+                   help="extra mercer rows (at each n) with the planner's max_tile_bytes set to each cap "
+                        "(MiB; 0 = no cap, tiles limited by the budget only)")
+    p.add_argument("--large-rows", type=int, default=0,
+                   help="compute only this many rows of K @ v at the large n (same tiles; time scales by n/rows); "
+                        "0 = all rows (default)")
     p.add_argument("--naive-chunk", type=int, default=NAIVE_CHUNK, help="rows per rbf_kernel call of the naive code")
     p.add_argument("--check-rows", type=int, default=CHECK_ROWS, help="output rows checked against float64")
     p.add_argument("--seed", type=int, default=0)
@@ -228,44 +269,53 @@ def main(argv=None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(processName)s %(name)s: %(message)s")
     budget = int(args.budget_gib * 2**30)
     big_n = None if args.quick or args.n <= args.small_n else args.n
-    info, load_start = machine_info(), load_average()
-    log.info("%s; load average %s", info, load_start)
+    path = args.json or RESULTS_DIR / ("operator_quick.json" if args.quick else "operator.json")
+    import mercer
+
+    head = {"machine": machine_info(), "code": git_state(), "mercer_path": mercer.__file__,
+            "command": " ".join(sys.argv), "load_average_start": load_average(), "d": D, "dtype": "float32",
+            "kernel": f"RBF(gamma=1/{D})", "budget_bytes": budget, "flops_per_entry": FLOPS_NOTE}
+    log.info("%(machine)s; load average %(load_average_start)s; code %(code)s; mercer from %(mercer_path)s", head)
 
     gemm_table = gemm_rows(D, planned(big_n or args.small_n, D, budget))
     gemm = {"kernel tile": gemm_table[0]["GFLOP/s"], "square": gemm_table[-1]["GFLOP/s"]}
     rows, raws = [], []
-    for run in (run_mercer, run_naive):
-        row, raw = run(args.small_n, args, budget, gemm)
-        rows.append(row)
-        raws.append(raw)
-    speedup = rows[1]["time_s"] / rows[0]["time_s"]
-    if big_n:
-        estimate = rows[0]["time_s"] * (big_n / args.small_n) ** 2
-        log.info("n=%d: estimated %.0f s (%.1f min) from the n=%d run", big_n, estimate, estimate / 60, args.small_n)
-        row, raw = run_mercer(big_n, args, budget, gemm)
-        raw["estimated_s"] = estimate
-        rows.append(row)
-        raws.append(raw)
 
-    load_end = load_average()
-    print(report(info, load_start, load_end, gemm_table, rows, speedup, args, budget))
-    path = args.json or RESULTS_DIR / ("operator_quick.json" if args.quick else "operator.json")
-    write_json(path, {"machine": info, "load_average_start": load_start, "load_average_end": load_end,
-                      "d": D, "dtype": "float32", "kernel": f"RBF(gamma=1/{D})", "budget_bytes": budget,
-                      "flops_per_entry": FLOPS_NOTE, "gemm": gemm_table, "matvec": raws,
-                      "naive_over_mercer": speedup, "command": " ".join(sys.argv)})
+    def record(row_raw: tuple[dict, dict]) -> None:  # results so far go to disk after every run
+        rows.append(row_raw[0])
+        raws.append(row_raw[1])
+        write_json(path, dict(head, gemm=gemm_table, matvec=raws, complete=False))
+
+    record(run_mercer(args.small_n, args, budget, gemm))
+    for cap in args.tile_caps_mib:
+        record(run_mercer(args.small_n, args, budget, gemm, cap))
+    record(run_naive(args.small_n, args, budget, gemm))
+    speedup = rows[-1]["time_s"] / rows[0]["time_s"]
+    if big_n:
+        part = min(args.large_rows or big_n, big_n) / big_n
+        estimate = rows[0]["time_s"] * (big_n / args.small_n) ** 2 * part
+        log.info("n=%d: estimated %.0f s (%.1f min) from the n=%d run", big_n, estimate, estimate / 60, args.small_n)
+        record(run_mercer(big_n, args, budget, gemm, rows=args.large_rows or None))
+        raws[-1]["estimated_s"] = estimate
+        for cap in args.tile_caps_mib:
+            record(run_mercer(big_n, args, budget, gemm, cap, rows=args.large_rows or None))
+
+    head["load_average_end"] = load_average()
+    print(report(head, gemm_table, rows, speedup, args, budget))
+    write_json(path, dict(head, gemm=gemm_table, matvec=raws, naive_over_mercer=speedup, complete=True))
     log.info("wrote %s", path)
 
 
-def report(info, load_start, load_end, gemm_table, rows, speedup, args, budget) -> str:
+def report(head: dict, gemm_table, rows, speedup, args, budget) -> str:
     return "\n".join([
-        f"Machine: {info}. Load average (1/5/15 min) at start {load_start}, at end {load_end}.",
+        f"Machine: {head['machine']}; mercer at {head['code']}. Load average (1/5/15 min) at start "
+        f"{head['load_average_start']}, at end {head['load_average_end']}.",
         "", "GEMM, torch float32:", "", markdown_table(gemm_table), "",
         f"K(X, X) @ v, RBF(gamma=1/{D}), d={D}, float32, memory_budget={fmt_bytes(budget)}; {FLOPS_NOTE}. "
         f"'vs GEMM' = GFLOP/s over the GEMM rate above. Error: max over {args.check_rows} rows of "
         "|y - y_ref| / sum_j |K_ij v_j|, y_ref in float64.", "",
         markdown_table(rows), "",
-        f"At n={args.small_n:,}: naive / mercer time = {speedup:.2f}x.",
+        f"At n={args.small_n:,}: naive / mercer (default plan) time = {speedup:.2f}x.",
     ])
 
 
