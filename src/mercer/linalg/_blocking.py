@@ -13,8 +13,8 @@ __all__ = ["BlockPlan", "MemoryBudgetError", "format_bytes", "plan_blocks", "def
 
 #: Rows below which a tile is too thin for GEMMs to run well; columns are split before rows go under.
 MIN_ROWS = 64
-#: Largest tile worth computing at once: beyond this, the element-wise passes of a kernel (scale,
-#: exp, ...) stream from main memory instead of cache and a bigger tile only costs memory.
+#: Largest tile computed at once. Tiles much smaller than this pay per-operation overheads (on a
+#: machine whose cores are shared, every OpenMP barrier stalls); much larger ones only cost memory.
 MAX_TILE_BYTES = 128 * 2**20
 
 
