@@ -161,7 +161,9 @@ def run_demo(*, quick: bool = False, device=None, dtype=None, out=None, progress
     print(f"mercer {__version__} (torch {torch.__version__}, {dtype or 'float64'} on {dev}, "
           f"{torch.get_num_threads()} threads) vs scikit-learn {sklearn.__version__} (float64, CPU)", file=out)
     print("Fit times are wall-clock, after one warm-up fit of each model; hyperparameters were fixed "
-          "beforehand\nby 3-fold cross-validation on the training split.", file=out)
+          "beforehand\nby 3-fold cross-validation on the training split. Both libraries run in this one "
+          "process, where scikit-learn's\nOpenBLAS threads can contend with torch's: for isolated "
+          "timings see benchmarks/ and the README.", file=out)
     if quick:
         print(f"--quick: digits subsampled to {QUICK_DIGITS} samples.", file=out)
     X, y = load_digits(return_X_y=True)
