@@ -6,15 +6,12 @@ read exactly like scikit-learn's; torch tensors are checked here without leaving
 
 from __future__ import annotations
 
-import numbers
-
 import numpy as np
 import torch
 from sklearn.utils.validation import check_is_fitted, validate_data  # noqa: F401  (re-export)
 
 __all__ = [
     "check_array_like",
-    "check_positive",
     "describe",
     "is_torch",
 ]
@@ -31,23 +28,6 @@ def describe(value) -> str:
     if isinstance(value, np.ndarray):
         return f"ndarray(shape={value.shape}, dtype={value.dtype})"
     return repr(value)
-
-
-def check_positive(name: str, value, *, owner: str, allow_zero: bool = False, integer: bool = False):
-    """Raise ``ValueError`` naming ``owner``'s parameter ``name`` unless ``value`` is positive."""
-    kind = numbers.Integral if integer else numbers.Real
-    ok = isinstance(value, kind) and not isinstance(value, bool)
-    if ok:
-        ok = value >= 0 if allow_zero else value > 0
-        ok = ok and np.isfinite(float(value))
-    if not ok:
-        what = "an int" if integer else "a float"
-        rng = "[0, inf)" if allow_zero else "(0, inf)"
-        raise ValueError(
-            f"The {name!r} parameter of {owner} must be {what} in the range {rng}. "
-            f"Got {describe(value)} instead."
-        )
-    return value
 
 
 def _check_torch_X(X: torch.Tensor, *, name: str, owner: str, ensure_min_samples: int) -> torch.Tensor:
