@@ -461,9 +461,15 @@ def test_frequencies_shape_dtype_and_seed(kernel, dtype):
     assert torch.equal(W, draw(7)) and not torch.equal(W, draw(8))
 
 
-@pytest.mark.parametrize("kernel", [Linear(), Polynomial(), Sigmoid(), Intersection(), RBF() + Laplacian()], ids=repr)
+@pytest.mark.parametrize("kernel", [Linear(), Polynomial(), Sigmoid(), Intersection(), RBF() + Linear(),
+                                    Matern() * Polynomial()], ids=repr)
 def test_non_stationary_kernels_say_so(kernel):
     assert not kernel.is_stationary
+
+
+@pytest.mark.parametrize("kernel", [RBF() + Laplacian(), 2.0 * Matern() * RBF(), RBF() + Constant(0.5)], ids=repr)
+def test_sums_and_products_of_stationary_kernels_are_stationary(kernel):
+    assert kernel.is_stationary
 
 
 # -- Mercer check -----------------------------------------------------------------------------

@@ -116,7 +116,7 @@ def test_tiny_budget_gives_the_same_numbers(diabetes):
 
 def test_gram_over_budget_names_the_alternatives(diabetes):
     X, y = diabetes
-    with pytest.raises(MemoryBudgetError, match="Nyström"):
+    with pytest.raises(MemoryBudgetError, match="NystroemKernelRidge"):
         KernelRidge(kernel="rbf", memory_budget=100_000).fit(X, y)
     with config_context(memory_budget=100_000), pytest.raises(MemoryBudgetError, match="memory budget"):
         KernelRidge(kernel="rbf").fit(X, y)

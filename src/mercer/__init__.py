@@ -7,17 +7,25 @@
 
 from . import approx, kernels, linalg
 from ._config import Config, config_context, get_config, set_config
-from .approx import PolynomialFeatureMap
-from .models import KernelPCA, KernelRidge, KernelRidgeClassifier
+from .approx import IncompleteCholesky, LandmarkFeatures, Nystroem, PolynomialFeatureMap, RandomFourierFeatures
+from .models import (KernelPCA, KernelRidge, KernelRidgeClassifier, NystroemKernelRidge, NystroemKernelRidgeClassifier,
+                     RandomFeatureRidge)
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Config",
+    "IncompleteCholesky",
     "KernelPCA",
     "KernelRidge",
     "KernelRidgeClassifier",
+    "LandmarkFeatures",
+    "Nystroem",
+    "NystroemKernelRidge",
+    "NystroemKernelRidgeClassifier",
     "PolynomialFeatureMap",
+    "RandomFeatureRidge",
+    "RandomFourierFeatures",
     "__version__",
     "approx",
     "config_context",

@@ -1,5 +1,30 @@
-"""Explicit finite feature maps (scikit-learn transformers)."""
+"""Explicit finite feature maps and kernel approximations (scikit-learn transformers).
 
+* :class:`RandomFourierFeatures` -- Bochner sampling for stationary kernels (and their composites).
+* :class:`Nystroem`, :class:`LandmarkFeatures` -- landmark maps; landmark rules in
+  :func:`select_landmarks` (uniform, k-means++, k-means, ridge leverage scores, sparse greedy).
+* :class:`IncompleteCholesky` -- pivoted incomplete Cholesky (Fine & Scheinberg; Smola & Schölkopf).
+* :class:`PolynomialFeatureMap` -- the exact finite map of a polynomial kernel.
+"""
+
+from ._cholesky import IncompleteCholesky, PivotedCholeskyResult, pivoted_cholesky
+from ._landmarks import LANDMARK_RULES, nystroem_normalization, select_landmarks
+from ._nystroem import LandmarkFeatures, Nystroem
 from ._polynomial import PolynomialFeatureMap, explicit_feature_map, polynomial_feature_dim
+from ._random_features import RandomFourierFeatures, spectral_sample
 
-__all__ = ["PolynomialFeatureMap", "explicit_feature_map", "polynomial_feature_dim"]
+__all__ = [
+    "LANDMARK_RULES",
+    "IncompleteCholesky",
+    "LandmarkFeatures",
+    "Nystroem",
+    "PivotedCholeskyResult",
+    "PolynomialFeatureMap",
+    "RandomFourierFeatures",
+    "explicit_feature_map",
+    "nystroem_normalization",
+    "pivoted_cholesky",
+    "polynomial_feature_dim",
+    "select_landmarks",
+    "spectral_sample",
+]

@@ -148,6 +148,8 @@ def _same(a, b) -> bool:
 class Constant(Kernel):
     """Constant kernel ``k(x, y) = c`` (c >= 0): what a plain number becomes in ``k + c``."""
 
+    is_stationary = True  # a constant is (trivially) a function of x - y
+
     def __init__(self, value: float = 1.0):
         if not isinstance(value, numbers.Real) or isinstance(value, bool) or not 0 <= value < float("inf"):
             raise ValueError(f"The 'value' parameter of Constant must be a float in the range [0, inf). Got {value!r} instead.")
@@ -184,7 +186,8 @@ class _Composite(Kernel):
 
     @property
     def is_stationary(self) -> bool:  # type: ignore[override]
-        return False
+        # sums and products of functions of x - y are functions of x - y
+        return all(k.is_stationary for k in self.kernels)
 
     @property
     def hyperparameters(self) -> dict:

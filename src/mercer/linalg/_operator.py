@@ -92,33 +92,58 @@ class KernelOperator:
                 out[r].addmm_(self.tile(r, c), v[c])
         return out[:, 0] if squeeze else out
 
-    def rmatvec(self, u: torch.Tensor) -> torch.Tensor:
-        """``K.T @ u`` for ``u`` of shape ``(n,)`` or ``(n, t)``."""
+    def rmatvec(self, u: torch.Tensor, *, out_dtype: torch.dtype | None = None) -> torch.Tensor:
+        """``K.T @ u`` for ``u`` of shape ``(n,)`` or ``(n, t)``; partial products summed in
+        ``out_dtype`` (default: the operator's dtype)."""
+        out_dtype = out_dtype or self.dtype
         u, squeeze = _as_matrix(self._vec(u))
         self._check_len(u, self.shape[0], "u")
-        out = torch.zeros(self.shape[1], u.shape[1], dtype=self.dtype, device=self.device)
+        out = torch.zeros(self.shape[1], u.shape[1], dtype=out_dtype, device=self.device)
         cols = self._col_slices()
         for r in self._row_slices():
             for c in cols:
-                out[c].addmm_(self.tile(r, c).T, u[r])
+                if out_dtype == self.dtype:
+                    out[c].addmm_(self.tile(r, c).T, u[r])
+                else:
+                    out[c].add_(self.tile(r, c).T @ u[r])
         return out[:, 0] if squeeze else out
 
-    def kt_k_v(self, v: torch.Tensor) -> torch.Tensor:
-        """``K.T @ (K @ v)`` in one pass over full-width row blocks (two when columns are split)."""
+    def kt_k_v(self, v: torch.Tensor, *, weights: torch.Tensor | None = None,
+               out_dtype: torch.dtype | None = None) -> torch.Tensor:
+        """``K.T @ diag(weights) @ (K @ v)`` in one pass over full-width row blocks (two when
+        columns are split). ``out_dtype`` (e.g. float64 for a float32 operator) is the dtype the
+        per-block partial products are summed in: the tiles stay in the operator's precision,
+        the sum over many blocks does not lose digits. ``v`` may be of either dtype."""
+        out_dtype = out_dtype or self.dtype
         v, squeeze = _as_matrix(self._vec(v))
         self._check_len(v, self.shape[1], "v")
-        out = torch.zeros(self.shape[1], v.shape[1], dtype=self.dtype, device=self.device)
+        if weights is not None:
+            weights = self._vec(weights)
+            self._check_len(weights, self.shape[0], "weights")
+        out = torch.zeros(self.shape[1], v.shape[1], dtype=out_dtype, device=self.device)
+        acc = out if out_dtype == self.dtype else None
         cols = self._col_slices()
         for r in self._row_slices():
             if len(cols) == 1:
                 Kr = self.tile(r, cols[0])
-                out.addmm_(Kr.T, Kr @ v)
+                w = Kr @ v
+                if weights is not None:
+                    w.mul_(weights[r, None])
+                if acc is not None:
+                    acc.addmm_(Kr.T, w)
+                else:
+                    out.add_(Kr.T @ w)
                 continue
             w = torch.zeros(r.stop - r.start, v.shape[1], dtype=self.dtype, device=self.device)
             for c in cols:
                 w.addmm_(self.tile(r, c), v[c])
+            if weights is not None:
+                w.mul_(weights[r, None])
             for c in cols:
-                out[c].addmm_(self.tile(r, c).T, w)
+                if acc is not None:
+                    acc[c].addmm_(self.tile(r, c).T, w)
+                else:
+                    out[c].add_(self.tile(r, c).T @ w)
         return out[:, 0] if squeeze else out
 
     def diag(self) -> torch.Tensor:

@@ -32,8 +32,8 @@ __all__ = ["KernelRidge", "KernelRidgeClassifier"]
 log = logging.getLogger(__name__)
 
 _APPROX_HINT = (
-    "Use an approximate method instead — Nyström landmarks or random Fourier features "
-    "(e.g. sklearn.kernel_approximation.Nystroem followed by a linear model) — or raise "
+    "Use an approximate method instead — mercer.models.NystroemKernelRidge (FALKON-class solver, "
+    "memory O(n d + M^2)) or mercer.models.RandomFeatureRidge — or raise "
     "memory_budget (per estimator, or globally with mercer.config_context(memory_budget=...))."
 )
 
@@ -286,31 +286,8 @@ class KernelRidgeClassifier(ClassifierMixin, _KernelRidgeBase):
 
     def fit(self, X, y, sample_weight=None):
         X = self._validate_X(X, reset=True)
-        if y is None:
-            raise ValueError(f"{type(self).__name__} requires y to be passed, but the target y is None.")
-        y = to_numpy(y) if isinstance(y, torch.Tensor) else np.asarray(y)
-        if y.ndim == 2 and y.shape[1] == 1:
-            y = column_or_1d(y, warn=True)
-        if y.ndim != 1 or y.shape[0] != X.shape[0]:
-            raise ValueError(f"y must be 1-D with {X.shape[0]} labels; got shape {y.shape}.")
-        check_classification_targets(y)
-        self._binarizer = LabelBinarizer(pos_label=1, neg_label=-1)
-        Y = self._binarizer.fit_transform(y).astype(np.float64)
-        self.classes_ = self._binarizer.classes_
-        if len(self.classes_) < 2:
-            raise ValueError(
-                f"{type(self).__name__} needs samples of at least 2 classes in the data, but the "
-                f"data contains only one class: {self.classes_[0]!r}."
-            )
-        sw = self._sample_weight(sample_weight, X, X.shape[0])
-        if self.class_weight is not None:
-            cw = compute_sample_weight(self.class_weight, y)
-            sw = cw if sw is None else sw * cw
-        # Unpenalised offset: the (weighted) mean code, so that imbalanced classes are not pulled
-        # towards zero scores (a kernel has no intercept of its own).
-        w = np.ones(len(y)) if sw is None else sw
-        self.intercept_ = (w @ Y) / max(w.sum(), np.finfo(float).tiny) if self.fit_intercept else np.zeros(Y.shape[1])
-        self._fit_targets(X, Y - self.intercept_, sw)
+        Y, sw = _classification_targets(self, X, y, sample_weight)
+        self._fit_targets(X, Y, sw)
         return self
 
     def decision_function(self, X):
@@ -322,11 +299,43 @@ class KernelRidgeClassifier(ClassifierMixin, _KernelRidgeBase):
         return as_output(out, X)
 
     def predict(self, X):
-        scores = self.decision_function(X)
-        s = scores if isinstance(scores, np.ndarray) else to_numpy(scores)
-        idx = (s > 0).astype(int) if s.ndim == 1 else s.argmax(axis=1)
-        labels = self.classes_[idx]
-        return labels if not isinstance(X, torch.Tensor) or labels.dtype.kind not in "biuf" else \
-            torch.as_tensor(labels, device=X.device)
+        return _predict_labels(self, self.decision_function(X), X)
 
 
+def _classification_targets(est, X, y, sample_weight):
+    """±1 one-vs-rest codes of ``y`` minus the intercept, and the sample weights (with
+    ``class_weight``). Sets ``classes_``, ``intercept_`` and ``_binarizer`` on ``est``."""
+    owner = type(est).__name__
+    if y is None:
+        raise ValueError(f"{owner} requires y to be passed, but the target y is None.")
+    y = to_numpy(y) if isinstance(y, torch.Tensor) else np.asarray(y)
+    if y.ndim == 2 and y.shape[1] == 1:
+        y = column_or_1d(y, warn=True)
+    if y.ndim != 1 or y.shape[0] != X.shape[0]:
+        raise ValueError(f"y must be 1-D with {X.shape[0]} labels; got shape {y.shape}.")
+    check_classification_targets(y)
+    est._binarizer = LabelBinarizer(pos_label=1, neg_label=-1)
+    Y = est._binarizer.fit_transform(y).astype(np.float64)
+    est.classes_ = est._binarizer.classes_
+    if len(est.classes_) < 2:
+        raise ValueError(
+            f"{owner} needs samples of at least 2 classes in the data, but the "
+            f"data contains only one class: {est.classes_[0]!r}."
+        )
+    sw = est._sample_weight(sample_weight, X, X.shape[0])
+    if est.class_weight is not None:
+        cw = compute_sample_weight(est.class_weight, y)
+        sw = cw if sw is None else sw * cw
+    # Unpenalised offset: the (weighted) mean code, so that imbalanced classes are not pulled
+    # towards zero scores (a kernel has no intercept of its own).
+    w = np.ones(len(y)) if sw is None else sw
+    est.intercept_ = (w @ Y) / max(w.sum(), np.finfo(float).tiny) if est.fit_intercept else np.zeros(Y.shape[1])
+    return Y - est.intercept_, sw
+
+
+def _predict_labels(est, scores, X):
+    s = scores if isinstance(scores, np.ndarray) else to_numpy(scores)
+    idx = (s > 0).astype(int) if s.ndim == 1 else s.argmax(axis=1)
+    labels = est.classes_[idx]
+    return labels if not isinstance(X, torch.Tensor) or labels.dtype.kind not in "biuf" else \
+        torch.as_tensor(labels, device=X.device)

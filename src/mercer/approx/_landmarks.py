@@ -1,0 +1,203 @@
+"""Landmark (centre) selection for Nyström methods.
+
+Rules, from cheapest to most informed:
+
+* ``"uniform"``: M distinct training points at random (what FALKON does). O(M).
+* ``"kmeans++"``: D² sampling in input space (Arthur & Vassilvitskii 2007): spreads the centres
+  over the data. O(n d M).
+* ``"kmeans"``: k-means++ seeds refined by a few Lloyd iterations (Zhang & Kwok 2008); the
+  centres are cluster means, not training points.
+* ``"leverage"``: approximate ridge leverage scores (Alaoui & Mahoney 2015; Musco & Musco 2017):
+  ``tau_i = [K (K + reg I)^{-1}]_ii`` estimated with a uniform pilot Nyström of M points, then M
+  points drawn without replacement with probability proportional to ``tau``. Two passes over
+  ``K(X, pilot)``.
+* ``"greedy"``: sparse greedy matrix approximation (Smola & Schölkopf 2000), the pivots of
+  :func:`~mercer.approx.pivoted_cholesky` with the trace-reduction rule. O(n M^2 + 59 n M) and
+  an n x M factor in memory; for moderate n.
+* an array of shape (M, n_features): the user's own landmarks.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+
+import numpy as np
+import torch
+
+from .._validation import describe, is_torch
+from ..kernels import Kernel
+from ..linalg import default_memory_budget
+from ._cholesky import pivoted_cholesky
+
+__all__ = ["LANDMARK_RULES", "select_landmarks"]
+
+log = logging.getLogger(__name__)
+
+LANDMARK_RULES = ("uniform", "kmeans++", "kmeans", "leverage", "greedy")
+
+
+def check_landmarks_param(landmarks, n_features: int | None, owner: str, name: str = "landmarks"):
+    """Validate a landmark rule or array; returns the rule string or a float64 numpy array."""
+    if isinstance(landmarks, str):
+        if landmarks not in LANDMARK_RULES:
+            raise ValueError(f"The {name!r} parameter of {owner} must be one of {LANDMARK_RULES} or an array of "
+                             f"shape (n_landmarks, n_features). Got {landmarks!r} instead.")
+        return landmarks
+    if is_torch(landmarks):
+        arr = landmarks.detach().cpu().numpy()
+    else:
+        try:
+            arr = np.asarray(landmarks, dtype=np.float64)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"The {name!r} parameter of {owner} must be one of {LANDMARK_RULES} or an array of "
+                             f"shape (n_landmarks, n_features). Got {describe(landmarks)} instead.") from exc
+    if arr.ndim != 2 or arr.shape[0] < 1:
+        raise ValueError(f"The {name!r} array of {owner} must have shape (n_landmarks, n_features); got shape "
+                         f"{arr.shape}.")
+    if n_features is not None and arr.shape[1] != n_features:
+        raise ValueError(f"The {name!r} array of {owner} has {arr.shape[1]} features, but X has {n_features} "
+                         "features.")
+    if not np.isfinite(arr).all():
+        raise ValueError(f"The {name!r} array of {owner} contains NaN or infinity.")
+    return arr
+
+
+def _kmeanspp(X: torch.Tensor, M: int, generator: torch.Generator) -> torch.Tensor:
+    """Indices of M points by D² sampling (input space)."""
+    n = X.shape[0]
+    idx = torch.empty(M, dtype=torch.long, device=X.device)
+    first = int(torch.randint(n, (1,), generator=generator, device=X.device))
+    idx[0] = first
+    sq = (X * X).sum(dim=1)
+    d2 = (sq - 2.0 * (X @ X[first]) + sq[first]).clamp_min_(0.0)
+    for j in range(1, M):
+        total = float(d2.sum())
+        if total <= 0.0:  # fewer distinct points than M: fill with unused points at random
+            free = torch.ones(n, dtype=torch.bool, device=X.device)
+            free[idx[:j]] = False
+            rest = free.nonzero().flatten()
+            perm = torch.randperm(rest.numel(), generator=generator, device=X.device)[: M - j]
+            idx[j:] = rest[perm]
+            break
+        p = int(torch.multinomial(d2.to(torch.float64), 1, generator=generator))
+        idx[j] = p
+        torch.minimum(d2, (sq - 2.0 * (X @ X[p]) + sq[p]).clamp_min_(0.0), out=d2)
+    return idx
+
+
+def _leverage_scores(kernel: Kernel, X: torch.Tensor, M: int, reg: float | None, generator: torch.Generator,
+                     budget: int) -> torch.Tensor:
+    """Approximate ridge leverage scores of every training point (float64, shape (n,))."""
+    n = X.shape[0]
+    s = min(n, M)
+    pilot = torch.randperm(n, generator=generator, device=X.device)[:s]
+    Z = X[pilot]
+    K_ss = kernel(Z).to(torch.float64)
+    evals, U = torch.linalg.eigh(K_ss)
+    keep = evals > evals.max().clamp_min(0) * s * torch.finfo(torch.float64).eps
+    N = U[:, keep] / evals[keep].sqrt()[None, :]  # Phi = K_ns N, Phi Phi^T = K_ns K_ss^+ K_sn
+    r = int(keep.sum())
+    per_row = s * X.element_size() * (2 + kernel.scratch(X.shape[1])) + 8 * r
+    br = max(1, min(n, int(budget // per_row)))
+    C = torch.zeros(r, r, dtype=torch.float64, device=X.device)
+    for i in range(0, n, br):
+        Phi = kernel(X[i:i + br], Z).to(torch.float64) @ N
+        C.addmm_(Phi.T, Phi)
+    sig, V = torch.linalg.eigh(C)
+    sig = sig.clamp_min(0.0)
+    if reg is None:  # effective dimension ~ M / log M, the sample size theory asks for
+        target = max(1.0, M / max(1.0, math.log(M)))
+        lo, hi = 1e-12 * float(sig.max().clamp_min(1e-300)), float(sig.max().clamp_min(1e-300))
+        for _ in range(60):
+            mid = math.sqrt(lo * hi)
+            if float((sig / (sig + mid)).sum()) > target:
+                lo = mid
+            else:
+                hi = mid
+        reg = math.sqrt(lo * hi)
+    W = V / (sig + reg).sqrt()[None, :]
+    # tau_i = phi_i^T (Phi^T Phi + reg I)^{-1} phi_i, plus the part of k(x_i, x_i) outside the pilot's
+    # span, (k_ii - ||phi_i||^2) / reg, which the pilot alone would miss.
+    kd = kernel.diag(X).to(torch.float64)
+    tau = torch.empty(n, dtype=torch.float64, device=X.device)
+    for i in range(0, n, br):
+        Phi = kernel(X[i:i + br], Z).to(torch.float64) @ N
+        P = Phi @ W
+        tau[i:i + br] = (P * P).sum(dim=1) + (kd[i:i + br] - (Phi * Phi).sum(dim=1)).clamp_min(0.0) / reg
+    return tau.clamp_min_(1e-300)
+
+
+def select_landmarks(X: torch.Tensor, M: int, rule, *, kernel: Kernel, generator: torch.Generator,
+                     memory_budget: int | None = None, reg: float | None = None, owner: str = "Nystroem"):
+    """Choose M landmarks from ``X`` (tensor, n x d). Returns ``(Z, indices)`` where ``indices``
+    is a long tensor when the landmarks are training points and ``None`` otherwise."""
+    n = X.shape[0]
+    if not isinstance(rule, str):
+        Z = torch.tensor(np.asarray(rule), dtype=X.dtype, device=X.device)
+        return Z, None
+    if M > n:
+        raise ValueError(f"{owner}: n_components={M} landmarks requested but X has only {n} samples; choose "
+                         f"n_components <= {n}.")
+    budget = default_memory_budget(X.device, memory_budget)
+    if rule == "uniform":
+        idx = torch.randperm(n, generator=generator, device=X.device)[:M]
+    elif rule == "kmeans++":
+        idx = _kmeanspp(X, M, generator)
+    elif rule == "kmeans":
+        from ..models.cluster import KMeans  # the input-space Lloyd solver
+
+        seeds = X[_kmeanspp(X, M, generator)]
+        km = KMeans(n_clusters=M, init=seeds, n_init=1, max_iter=10, memory_budget=memory_budget,
+                    device=X.device, dtype="float64" if X.dtype == torch.float64 else "float32")
+        km.fit(X)
+        centres = km.cluster_centers_
+        Z = centres.to(device=X.device, dtype=X.dtype) if is_torch(centres) else \
+            torch.as_tensor(centres, dtype=X.dtype, device=X.device)
+        return Z, None
+    elif rule == "leverage":
+        tau = _leverage_scores(kernel, X, M, reg, generator, budget)
+        idx = torch.multinomial(tau / tau.sum(), M, replacement=False, generator=generator)
+    elif rule == "greedy":
+        res = pivoted_cholesky(kernel, X, M, rule="greedy", generator=generator, memory_budget=budget, owner=owner)
+        idx = res.pivots
+        if idx.numel() < M:  # exact low rank reached: complete with uniform points
+            free = torch.ones(n, dtype=torch.bool, device=X.device)
+            free[idx] = False
+            rest = free.nonzero().flatten()
+            extra = rest[torch.randperm(rest.numel(), generator=generator, device=X.device)[: M - idx.numel()]]
+            idx = torch.cat([idx, extra])
+    else:  # pragma: no cover - validated by check_landmarks_param
+        raise ValueError(rule)
+    idx = idx.sort().values
+    return X[idx].clone(), idx
+
+
+def nystroem_normalization(kernel: Kernel, Z: torch.Tensor, method: str = "eig", owner: str = "Nystroem"):
+    """``N`` (M x M) with ``K(x, Z) N N^T K(Z, y) = K(x, Z) K_ZZ^+ K(Z, y)``, and the numerical rank.
+
+    ``"eig"``: ``N = U diag(lambda^{-1/2}) U^T`` with eigenvalues below ``M * eps * lambda_max``
+    dropped (a pseudo-inverse square root: stable for duplicate or nearly dependent landmarks).
+    ``"cholesky"``: ``N = L^{-T}`` with ``L L^T = K_ZZ + jitter I`` (jitter added only if needed).
+    Computed in float64 whatever the data's dtype.
+    """
+    from ..linalg import jittered_cholesky
+
+    K = kernel(Z.to(torch.float64))
+    M = K.shape[0]
+    if method == "eig":
+        evals, U = torch.linalg.eigh(K)
+        floor = evals.max().clamp_min(0.0) * M * torch.finfo(torch.float64).eps
+        keep = evals > floor
+        if not bool(keep.any()):
+            raise ValueError(f"{owner}: the landmarks' kernel matrix is zero; choose other landmarks.")
+        inv_sqrt = torch.zeros_like(evals)
+        inv_sqrt[keep] = evals[keep].rsqrt()
+        return (U * inv_sqrt[None, :]) @ U.T, int(keep.sum())
+    factor = jittered_cholesky(K, owner=owner)
+    eye = torch.eye(M, dtype=torch.float64, device=K.device)
+    Linv = torch.linalg.solve_triangular(factor.L.tril(), eye, upper=False)
+    return Linv.T.contiguous(), M
+
+
+__all__ += ["check_landmarks_param", "nystroem_normalization"]

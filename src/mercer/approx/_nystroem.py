@@ -1,0 +1,186 @@
+"""Nyström features and the raw landmark map of seed 002.
+
+With landmarks ``Z`` (M x d), the Nyström approximation of the kernel is
+``k~(x, y) = k(x, Z) K_ZZ^+ k(Z, y)``, exact on the landmarks' span. The feature map
+``phi(x) = k(x, Z) N`` with ``N N^T = K_ZZ^+`` makes it an inner product.
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+import torch
+from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.utils.validation import check_is_fitted
+
+from .._backend import as_output, make_generator, resolve_device, resolve_dtype, to_tensor
+from .._validation import check_array_like, describe
+from ..kernels import resolve_kernel
+from ..linalg import default_memory_budget, format_bytes, MemoryBudgetError
+from ._cholesky import _cross
+from ._landmarks import check_landmarks_param, nystroem_normalization, select_landmarks
+
+__all__ = ["LandmarkFeatures", "Nystroem"]
+
+_METHODS = ("eig", "cholesky")
+
+
+class _LandmarkBase(TransformerMixin, BaseEstimator):
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True  # densified block by block
+        return tags
+
+    def _check_common(self):
+        owner = type(self).__name__
+        m = self.n_components
+        if not isinstance(m, numbers.Integral) or isinstance(m, bool) or m < 1:
+            raise ValueError(f"The 'n_components' parameter of {owner} must be an int >= 1. Got {describe(m)} instead.")
+
+    def _fit_landmarks(self, X):
+        owner = type(self).__name__
+        self._check_common()
+        landmarks = check_landmarks_param(self.landmarks, None, owner)
+        Xv = check_array_like(self, X, reset=True, accept_sparse=True)
+        if not isinstance(landmarks, str) and landmarks.shape[1] != Xv.shape[1]:
+            raise ValueError(f"The 'landmarks' array of {owner} has {landmarks.shape[1]} features, but X has "
+                             f"{Xv.shape[1]} features.")
+        if isinstance(landmarks, str) and self.n_components > Xv.shape[0]:
+            raise ValueError(f"The 'n_components' parameter of {owner} ({self.n_components}) must be <= n_samples "
+                             f"({Xv.shape[0]}): landmarks are chosen among the training points. Lower n_components "
+                             "or pass the landmarks as an array.")
+        kernel = resolve_kernel(self.kernel, gamma=self.gamma, degree=self.degree, coef0=self.coef0,
+                                kernel_params=self.kernel_params, owner=owner)
+        if kernel.is_precomputed:
+            raise ValueError(f"{owner} needs a kernel on feature vectors, not a precomputed Gram matrix.")
+        device = resolve_device(self.device if not isinstance(Xv, torch.Tensor) else (self.device or Xv.device))
+        dtype = resolve_dtype(self.dtype, Xv)
+        budget = default_memory_budget(device, self.memory_budget)
+        M = landmarks.shape[0] if not isinstance(landmarks, str) else int(self.n_components)
+        need = 3 * M * M * 8
+        if need > budget:
+            raise MemoryBudgetError(
+                f"{owner}: {M} landmarks need about {format_bytes(need)} for their M x M matrices, more than the "
+                f"memory budget of {format_bytes(budget)}; use fewer landmarks (n_components).")
+        Xt = to_tensor(Xv, dtype=dtype, device=device)
+        Z, idx = select_landmarks(Xt, M, landmarks, kernel=kernel, generator=make_generator(self.random_state, device),
+                                  memory_budget=budget, reg=getattr(self, "reg", None), owner=owner)
+        self.kernel_ = kernel
+        self.landmarks_ = Z
+        self.component_indices_ = None if idx is None else idx.cpu().numpy()
+        self._budget = budget
+        return Xt
+
+    def _kernel_to_landmarks(self, X):
+        check_is_fitted(self)
+        Xv = check_array_like(self, X, reset=False, accept_sparse=True)
+        dev = Xv.device if isinstance(Xv, torch.Tensor) else self.landmarks_.device
+        Xt = to_tensor(Xv, dtype=self.landmarks_.dtype, device=dev)
+        return _cross(self.kernel_, Xt, self.landmarks_.to(dev), self._budget)
+
+
+class Nystroem(_LandmarkBase):
+    """Nyström feature map: ``transform(X) @ transform(Y).T = K(X, Z) K_ZZ^+ K(Z, Y) ~ k(X, Y)``.
+
+    Parameters
+    ----------
+    kernel : str or Kernel, default="rbf"
+        Any mercer kernel, including composites and set kernels.
+    n_components : int, default=100
+        Number of landmarks M (ignored when ``landmarks`` is an array). Must not exceed n_samples.
+    landmarks : {"uniform", "kmeans++", "kmeans", "leverage", "greedy"} or array, default="uniform"
+        How to choose them (see :mod:`mercer.approx._landmarks`), or the landmarks themselves.
+    method : {"eig", "cholesky"}, default="eig"
+        ``K_ZZ^{-1/2}`` from an eigendecomposition with small eigenvalues dropped (robust to
+        duplicate landmarks), or ``L^{-T}`` from a Cholesky factor with jitter (faster to build).
+    reg : float or None
+        Ridge parameter of the leverage scores (``landmarks="leverage"``); ``None`` picks it so the
+        effective dimension is about ``M / log M``.
+    gamma, degree, coef0, kernel_params : for a string ``kernel``, as in :class:`mercer.KernelRidge`.
+    random_state, device, dtype, memory_budget : as elsewhere in mercer.
+
+    Attributes
+    ----------
+    landmarks_ : tensor of shape (M, n_features_in_)
+    component_indices_ : ndarray of shape (M,) or None
+        Indices of the landmarks in the training set (``None`` for k-means centres or given arrays).
+    normalization_ : tensor of shape (M, M)
+    rank_ : int
+        Numerical rank of ``K_ZZ`` (``"eig"``); fewer than M when landmarks are (nearly) dependent.
+    kernel_ : Kernel
+    """
+
+    def __init__(self, kernel="rbf", n_components=100, *, landmarks="uniform", method="eig", reg=None, gamma=None,
+                 degree=None, coef0=None, kernel_params=None, random_state=None, device=None, dtype=None,
+                 memory_budget=None):
+        self.kernel = kernel
+        self.n_components = n_components
+        self.landmarks = landmarks
+        self.method = method
+        self.reg = reg
+        self.gamma = gamma
+        self.degree = degree
+        self.coef0 = coef0
+        self.kernel_params = kernel_params
+        self.random_state = random_state
+        self.device = device
+        self.dtype = dtype
+        self.memory_budget = memory_budget
+
+    def fit(self, X, y=None):
+        owner = type(self).__name__
+        if self.method not in _METHODS:
+            raise ValueError(f"The 'method' parameter of {owner} must be one of {_METHODS}. Got {self.method!r} instead.")
+        if self.reg is not None and (not isinstance(self.reg, numbers.Real) or isinstance(self.reg, bool)
+                                     or not self.reg > 0):
+            raise ValueError(f"The 'reg' parameter of {owner} must be a float > 0 or None. Got {describe(self.reg)} instead.")
+        self._fit_landmarks(X)
+        N, rank = nystroem_normalization(self.kernel_, self.landmarks_, self.method, owner=owner)
+        self.normalization_ = N.to(self.landmarks_.dtype)
+        self.rank_ = rank
+        self.n_features_out_ = self.landmarks_.shape[0]
+        return self
+
+    def transform(self, X):
+        K = self._kernel_to_landmarks(X)
+        return as_output(K @ self.normalization_.to(K.device), X)
+
+    def get_feature_names_out(self, input_features=None):
+        check_is_fitted(self)
+        return np.asarray([f"nystroem{i}" for i in range(self.n_features_out_)], dtype=object)
+
+
+class LandmarkFeatures(_LandmarkBase):
+    """The raw landmark map of seed 002: ``psi(x) = [k(z_1, x), ..., k(z_L, x)]``.
+
+    Unlike :class:`Nystroem`, the features are not whitened, so ``psi(x)^T psi(y)`` is *not* an
+    approximation of ``k(x, y)``; a linear model on them is a kernel model with the landmarks as
+    its only support vectors (the seeds' "kernel features"). Parameters as :class:`Nystroem`.
+    """
+
+    def __init__(self, kernel="rbf", n_components=100, *, landmarks="uniform", gamma=None, degree=None, coef0=None,
+                 kernel_params=None, random_state=None, device=None, dtype=None, memory_budget=None):
+        self.kernel = kernel
+        self.n_components = n_components
+        self.landmarks = landmarks
+        self.gamma = gamma
+        self.degree = degree
+        self.coef0 = coef0
+        self.kernel_params = kernel_params
+        self.random_state = random_state
+        self.device = device
+        self.dtype = dtype
+        self.memory_budget = memory_budget
+
+    def fit(self, X, y=None):
+        self._fit_landmarks(X)
+        self.n_features_out_ = self.landmarks_.shape[0]
+        return self
+
+    def transform(self, X):
+        return as_output(self._kernel_to_landmarks(X), X)
+
+    def get_feature_names_out(self, input_features=None):
+        check_is_fitted(self)
+        return np.asarray([f"landmarkfeatures{i}" for i in range(self.n_features_out_)], dtype=object)

@@ -1,0 +1,134 @@
+"""Ridge regression on random Fourier features: the primal side of the seeds' N-vs-D choice.
+
+With D = 2m features ``z(x)``, the model is ``f(x) = z(x)^T w`` with
+``w = (Z^T W Z + alpha I)^{-1} Z^T W y``: O(n D^2) time, O(D^2) memory. ``Z^T W Z`` and ``Z^T W y``
+are accumulated over row blocks (float64 sums of float32 or float64 blocks), so the n x D feature
+matrix is never stored. As m grows, the model tends to exact kernel ridge regression with the same
+``alpha``.
+"""
+
+from __future__ import annotations
+
+import numbers
+import time
+
+import numpy as np
+import torch
+from sklearn.base import BaseEstimator, MultiOutputMixin, RegressorMixin
+from sklearn.utils.validation import check_is_fitted
+
+from .._backend import as_output
+from .._validation import describe
+from ..approx import RandomFourierFeatures
+from ..linalg import MemoryBudgetError, format_bytes, jittered_cholesky
+from ._base import KernelEstimatorMixin
+from .ridge import _check_alpha
+
+__all__ = ["RandomFeatureRidge"]
+
+
+class RandomFeatureRidge(MultiOutputMixin, RegressorMixin, KernelEstimatorMixin, BaseEstimator):
+    """Ridge regression on random Fourier features of a stationary kernel.
+
+    Parameters
+    ----------
+    alpha : float or array of shape (n_targets,), default=1.0
+        As in :class:`mercer.KernelRidge` (the same ``alpha`` gives the same model as m grows).
+    kernel : str or Kernel, default="rbf"
+        Any stationary kernel (see :class:`mercer.approx.RandomFourierFeatures`).
+    gamma, kernel_params : for a string ``kernel``.
+    n_components : int, default=500
+        Random frequencies m (2m features with ``variant="cossin"``).
+    variant, orthogonal : see :class:`mercer.approx.RandomFourierFeatures`.
+    random_state, device, dtype, memory_budget : as elsewhere in mercer.
+
+    Attributes
+    ----------
+    features_ : RandomFourierFeatures
+        The fitted feature map.
+    coef_ : tensor of shape (D,) or (D, n_targets)
+    fit_time_ : float
+    """
+
+    def __init__(self, alpha=1.0, *, kernel="rbf", gamma=None, kernel_params=None, n_components=500,
+                 variant="cossin", orthogonal=False, random_state=None, device=None, dtype=None,
+                 memory_budget=None):
+        self.alpha = alpha
+        self.kernel = kernel
+        self.gamma = gamma
+        self.kernel_params = kernel_params
+        self.n_components = n_components
+        self.variant = variant
+        self.orthogonal = orthogonal
+        self.random_state = random_state
+        self.device = device
+        self.dtype = dtype
+        self.memory_budget = memory_budget
+
+    def _rows(self, D: int, itemsize: int) -> int:
+        return max(1, int(min(self._budget // 4, 128 << 20) // (D * itemsize * 2)))
+
+    def fit(self, X, y, sample_weight=None):
+        owner = type(self).__name__
+        t0 = time.perf_counter()
+        X = self._validate_X(X, reset=True)
+        y = self._validate_y(y, X.shape[0])
+        sw = self._sample_weight(sample_weight, X, X.shape[0])
+        Y = y.reshape(len(y), -1)
+        alphas = _check_alpha(self.alpha, Y.shape[1], owner)
+        m = self.n_components
+        if not isinstance(m, numbers.Integral) or isinstance(m, bool) or m < 1:
+            raise ValueError(f"The 'n_components' parameter of {owner} must be an int >= 1. Got {describe(m)} instead.")
+        self._setup_compute(X)
+        Xt = self._tensor(X)
+        rff = RandomFourierFeatures(self.kernel, int(m), variant=self.variant, orthogonal=self.orthogonal,
+                                    gamma=self.gamma, kernel_params=self.kernel_params,
+                                    random_state=self.random_state, device=self._device, dtype=Xt.dtype)
+        rff.fit(Xt[:1])
+        rff.n_features_in_ = Xt.shape[1]
+        D = rff.n_features_out_
+        need = 2 * D * D * 8
+        if need > self._budget:
+            raise MemoryBudgetError(f"{owner}: {D} features need {format_bytes(need)} for the D x D normal "
+                                    f"matrix, more than the memory budget of {format_bytes(self._budget)}; lower "
+                                    "n_components.")
+        f64 = torch.float64
+        G = torch.zeros(D, D, dtype=f64, device=self._device)
+        b = torch.zeros(D, Y.shape[1], dtype=f64, device=self._device)
+        Yt = torch.as_tensor(Y, dtype=Xt.dtype, device=self._device)
+        w = None if sw is None else torch.as_tensor(sw, dtype=Xt.dtype, device=self._device)
+        br = self._rows(D, Xt.element_size())
+        for i in range(0, Xt.shape[0], br):
+            Z = rff._features(Xt[i:i + br])
+            Zw = Z if w is None else Z * w[i:i + br, None]
+            G.add_(Zw.T @ Z)
+            b.add_(Zw.T @ Yt[i:i + br])
+        coef = torch.empty(D, Y.shape[1], dtype=f64, device=self._device)
+        for j, a in enumerate(alphas):
+            A = G.clone()
+            A.diagonal().add_(float(a))
+            coef[:, j] = jittered_cholesky(A, owner=owner).solve(b[:, j])
+        self.features_ = rff
+        self.kernel_ = rff.kernel_
+        self.coef_ = coef[:, 0] if y.ndim == 1 else coef
+        self._y_1d = y.ndim == 1
+        self.fit_time_ = time.perf_counter() - t0
+        return self
+
+    def predict(self, X):
+        check_is_fitted(self, "coef_")
+        Xv = self._validate_X(X, reset=False)
+        Xt = self._tensor(Xv)
+        coef = self.coef_ if self.coef_.ndim == 2 else self.coef_[:, None]
+        coef = coef.to(device=Xt.device, dtype=Xt.dtype)
+        br = self._rows(coef.shape[0], Xt.element_size())
+        out = torch.cat([self.features_._features(Xt[i:i + br]) @ coef for i in range(0, Xt.shape[0], br)]) \
+            if Xt.shape[0] else torch.zeros(0, coef.shape[1], dtype=Xt.dtype, device=Xt.device)
+        if self._y_1d:
+            out = out[:, 0]
+        return as_output(out, X)
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        return tags
