@@ -44,6 +44,12 @@ _ESTIMATORS = {
     "KernelRidgeClassifier": ("mercer.models.ridge", "KernelRidgeClassifier"),
     "KernelPCA": ("mercer.models.pca", "KernelPCA"),
     "PolynomialFeatureMap": ("mercer.approx", "PolynomialFeatureMap"),
+    "NystroemKernelRidge": ("mercer.models.nystroem", "NystroemKernelRidge"),
+    "NystroemKernelRidgeClassifier": ("mercer.models.nystroem", "NystroemKernelRidgeClassifier"),
+    "Nystroem": ("mercer.approx", "Nystroem"),
+    "LandmarkFeatures": ("mercer.approx", "LandmarkFeatures"),
+    "RandomFourierFeatures": ("mercer.approx", "RandomFourierFeatures"),
+    "IncompleteCholesky": ("mercer.approx", "IncompleteCholesky"),
 }
 
 #: scikit-learn helpers that appear inside fitted state (stored as params + fitted attributes).
@@ -69,6 +75,12 @@ def _derive_budget(est):
     return default_memory_budget(est._device, est.memory_budget)
 
 
+def _derive_landmark_budget(est):
+    from .linalg import default_memory_budget
+
+    return default_memory_budget(est.landmarks_.device, est.memory_budget)
+
+
 def _derive_phi(est):
     from .approx import explicit_feature_map
 
@@ -91,6 +103,10 @@ _DERIVED = {
     "KernelRidgeClassifier": {"_budget": _derive_budget, "_phi": _derive_phi},
     "KernelPCA": {"_budget": _derive_budget},
     "PolynomialFeatureMap": {"_map": _derive_polymap},
+    "NystroemKernelRidge": {"_budget": _derive_budget},
+    "NystroemKernelRidgeClassifier": {"_budget": _derive_budget},
+    "Nystroem": {"_budget": _derive_landmark_budget},
+    "LandmarkFeatures": {"_budget": _derive_landmark_budget},
 }
 
 

@@ -1,0 +1,281 @@
+"""Issue 3 benchmarks: kernel approximation error, UCI regression, Fashion-MNIST, and the large-n
+Nyström solver -- mercer next to scikit-learn in the same run, each fit in a fresh process.
+
+    .venv/bin/python benchmarks/bench_scaling.py --approx        # approximation error vs m
+    .venv/bin/python benchmarks/bench_scaling.py --uci           # 7 UCI sets, split 0
+    .venv/bin/python benchmarks/bench_scaling.py --fmnist        # Fashion-MNIST (Debian package)
+    .venv/bin/python benchmarks/bench_scaling.py --large         # n = 20k/100k (M = 5000), 1M (M = 10000)
+    add --quick for a small smoke version of any of them.
+
+Results: benchmarks/results/scaling_<part>[_quick].json and .md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import math
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import machine_info, markdown_table, run_isolated, write_json  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+UCI = ROOT.parent / "shared" / "data" / "uci"
+SETS = ["pol", "elevators", "bike", "kin40k", "protein", "keggdirected", "keggundirected"]
+RESULTS = ROOT / "benchmarks" / "results"
+log = logging.getLogger("bench_scaling")
+
+
+# -- data -----------------------------------------------------------------------------------------
+def load_standardized(name: str):
+    from mercer.datasets import load_uci
+
+    Xtr, ytr, Xte, yte = load_uci(name, UCI, split=0)
+    mu, sd = Xtr.mean(0), Xtr.std(0)
+    sd[sd == 0] = 1.0
+    ym, ys = ytr.mean(), ytr.std()
+    return ((Xtr - mu) / sd, (ytr - ym) / ys, (Xte - mu) / sd, (yte - ym) / ys)
+
+
+def synthetic(n: int, d: int, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, d)).astype(np.float32)
+    w = np.random.default_rng(123).standard_normal((d, 3)) / math.sqrt(d)
+    P = X @ w
+    y = np.sin(2 * P[:, 0]) + 0.5 * np.cos(P[:, 1]) * P[:, 2] + 0.1 * rng.standard_normal(n)
+    return X, y.astype(np.float64)
+
+
+def rmse(p, y):
+    return float(np.sqrt(np.mean((np.asarray(p, dtype=np.float64).ravel() - y) ** 2)))
+
+
+# -- fits (module level: they run in fresh processes) -------------------------------------------
+def fit_mercer_exact(X, y, Xte, yte, gamma, alpha):
+    from mercer.models import KernelRidge
+
+    m = KernelRidge(alpha=alpha, kernel="rbf", gamma=gamma).fit(X, y)
+    return {"rmse": rmse(m.predict(Xte), yte)}
+
+
+def fit_sklearn_exact(X, y, Xte, yte, gamma, alpha):
+    from sklearn.kernel_ridge import KernelRidge
+
+    m = KernelRidge(alpha=alpha, kernel="rbf", gamma=gamma).fit(X, y)
+    return {"rmse": rmse(m.predict(Xte), yte)}
+
+
+def fit_mercer_nystroem(X, y, Xte, yte, gamma, alpha, M, tol=1e-4, dtype="float32", seed=0):
+    from mercer.models import NystroemKernelRidge
+
+    m = NystroemKernelRidge(alpha=alpha, kernel="rbf", gamma=gamma, n_centers=M, tol=tol, max_iter=200,
+                            dtype=dtype, random_state=seed).fit(X, y)
+    return {"rmse": rmse(m.predict(Xte), yte), "iterations": int(m.n_iter_.max()),
+            "residual": float(m.residual_.max()), "fit_s": m.fit_time_}
+
+
+def fit_mercer_rff(X, y, Xte, yte, gamma, alpha, D, seed=0):
+    from mercer.models import RandomFeatureRidge
+
+    m = RandomFeatureRidge(alpha=alpha, kernel="rbf", gamma=gamma, n_components=D // 2, dtype="float32",
+                           random_state=seed).fit(X, y)
+    return {"rmse": rmse(m.predict(Xte), yte)}
+
+
+def fit_sklearn_nystroem(X, y, Xte, yte, gamma, alpha, M, seed=0):
+    from sklearn.kernel_approximation import Nystroem
+    from sklearn.linear_model import Ridge
+
+    ny = Nystroem(kernel="rbf", gamma=gamma, n_components=M, random_state=seed)
+    Z = ny.fit_transform(X)
+    r = Ridge(alpha=alpha, fit_intercept=False, solver="cholesky").fit(Z, y)
+    return {"rmse": rmse(r.predict(ny.transform(Xte)), yte)}
+
+
+def fit_mercer_classifier(X, y, Xte, yte, gamma, alpha, M, seed=0):
+    from mercer.models import NystroemKernelRidgeClassifier
+
+    m = NystroemKernelRidgeClassifier(alpha=alpha, kernel="rbf", gamma=gamma, n_centers=M, tol=1e-4, max_iter=200,
+                                      random_state=seed).fit(X, y)
+    return {"accuracy": float((m.predict(Xte) == yte).mean()), "iterations": int(m.n_iter_.max())}
+
+
+def fit_sklearn_classifier(X, y, Xte, yte, gamma, alpha, M, seed=0):
+    from sklearn.kernel_approximation import Nystroem
+    from sklearn.linear_model import RidgeClassifier
+
+    ny = Nystroem(kernel="rbf", gamma=gamma, n_components=M, random_state=seed)
+    Z = ny.fit_transform(X)
+    r = RidgeClassifier(alpha=alpha, solver="cholesky").fit(Z, y)
+    return {"accuracy": float((r.predict(ny.transform(Xte)) == yte).mean())}
+
+
+def timed(label, fn, *args, **kwargs):
+    res, secs, peak = run_isolated(fn, *args, **kwargs)
+    row = {"method": label, "time_s": secs, "peak_rss_GiB": peak / 2**30, **res}
+    log.info("%s", row)
+    return row
+
+
+# -- parts ----------------------------------------------------------------------------------------
+def part_approx(quick: bool):
+    """Max and mean |k_m(x, y) - k(x, y)| on held-out pairs, as m grows."""
+    import torch
+
+    from mercer.approx import IncompleteCholesky, Nystroem, RandomFourierFeatures
+    from mercer.kernels import RBF
+
+    Xtr, _, Xte, _ = load_standardized("kin40k")
+    rng = np.random.default_rng(0)
+    n_fit = 2000 if quick else 5000
+    A = Xtr[rng.choice(len(Xtr), n_fit, replace=False)]
+    B = Xte[:300 if quick else 1000]
+    k = RBF(gamma=1.0 / (2 * A.shape[1]))
+    K = k(B).numpy()
+    ms = [16, 64, 256] if quick else [16, 64, 256, 1024, 4096]
+    rows = []
+
+    def err(Z):
+        E = np.abs(Z @ Z.T - K)
+        return float(E.max()), float(E.mean())
+
+    rff_mean = []
+    for m in ms:
+        for name, est in [("RFF cos/sin (2m features)", lambda s: RandomFourierFeatures(k, m, random_state=s)),
+                          ("RFF phase (m features)", lambda s: RandomFourierFeatures(k, m, variant="phase",
+                                                                                      random_state=s)),
+                          ("orthogonal RFF (2m)", lambda s: RandomFourierFeatures(k, m, orthogonal=True,
+                                                                                   random_state=s))]:
+            e = [err(est(s).fit(A).transform(B)) for s in range(3)]
+            rows.append({"method": name, "m": m, "max_err": np.mean([a for a, _ in e]),
+                         "mean_err": np.mean([b for _, b in e])})
+            if name.startswith("RFF cos"):
+                rff_mean.append(rows[-1]["mean_err"])
+        if m <= 1024:
+            for rule in ["uniform", "kmeans++", "kmeans", "leverage", "greedy"]:
+                if rule == "greedy" and m > 256 and quick:
+                    continue
+                try:
+                    Z = Nystroem(k, m, landmarks=rule, random_state=0).fit(A).transform(B)
+                except ImportError as exc:  # the k-means rule needs mercer.models.cluster
+                    log.warning("nystroem %s skipped: %s", rule, exc)
+                    continue
+                mx, mn = err(Z)
+                rows.append({"method": f"Nystroem {rule}", "m": m, "max_err": mx, "mean_err": mn})
+            ic = IncompleteCholesky(k, m).fit(A)
+            mx, mn = err(ic.transform(B))
+            rows.append({"method": "incomplete Cholesky", "m": m, "max_err": mx, "mean_err": mn})
+    slope = float(np.polyfit(np.log(ms), np.log(rff_mean), 1)[0])
+    del torch
+    return rows, {"rff_mean_error_slope": slope, "n_fit": n_fit, "n_eval_points": len(B),
+                  "kernel": repr(k), "data": "kin40k split 0, standardized"}
+
+
+def part_uci(quick: bool):
+    rows = []
+    sets = SETS[:2] if quick else SETS
+    for name in sets:
+        Xtr, ytr, Xte, yte = load_standardized(name)
+        Xtr32, Xte32 = Xtr.astype(np.float32), Xte.astype(np.float32)
+        n_full = len(Xtr) if not quick else 5000
+        n_exact = min(len(Xtr), 2000 if quick else 20000)
+        d = Xtr.shape[1]
+        gamma = 1.0 / (2.0 * d)  # bandwidth sigma = sqrt(d) on standardized inputs
+        for n, full in [(n_exact, False), (n_full, True)]:
+            X, y = Xtr[:n], ytr[:n]
+            lam = 1e-6
+            alpha = lam * n
+            M = min(n, int(5 * math.sqrt(n)))
+            base = {"data": name, "n": n, "d": d, "M": M, "gamma": gamma, "alpha": alpha}
+            if not full:
+                rows.append({**base, **timed("mercer KernelRidge (exact, f64)", fit_mercer_exact, X, y, Xte, yte,
+                                             gamma, alpha)})
+                rows.append({**base, **timed("sklearn KernelRidge (exact)", fit_sklearn_exact, X, y, Xte, yte,
+                                             gamma, alpha)})
+            rows.append({**base, **timed("mercer NystroemKernelRidge (f32)", fit_mercer_nystroem, Xtr32[:n], y,
+                                         Xte32, yte, gamma, alpha, M)})
+            rows.append({**base, **timed("sklearn Nystroem + Ridge", fit_sklearn_nystroem, X, y, Xte, yte, gamma,
+                                         alpha, M)})
+            if full:
+                rows.append({**base, **timed("mercer RandomFeatureRidge (D = M, f32)", fit_mercer_rff, Xtr32[:n], y,
+                                             Xte32, yte, gamma, alpha, M)})
+    return rows, {"lambda": "alpha = 1e-6 * n (FALKON lambda = 1e-6)", "gamma": "1 / (2 d), standardized inputs",
+                  "M": "5 sqrt(n)", "exact": "first 20,000 training rows (all where fewer)"}
+
+
+def part_fmnist(quick: bool):
+    from mercer.datasets import load_fashion_mnist
+
+    try:
+        Xtr, ytr, Xte, yte = load_fashion_mnist()
+    except (FileNotFoundError, OSError) as exc:
+        return [], {"skipped": f"Fashion-MNIST not installed ({exc}); apt-get install dataset-fashion-mnist"}
+    Xtr = (Xtr.reshape(len(Xtr), -1) / 255.0).astype(np.float32)
+    Xte = (Xte.reshape(len(Xte), -1) / 255.0).astype(np.float32)
+    if quick:
+        Xtr, ytr = Xtr[:5000], ytr[:5000]
+    gamma = 1.0 / (2 * 784 * float(Xtr.var()))
+    rows = []
+    for M in ([500] if quick else [1000, 5000]):
+        alpha = 1e-6 * len(Xtr)
+        base = {"n": len(Xtr), "M": M, "gamma": gamma, "alpha": alpha}
+        rows.append({**base, **timed("mercer NystroemKernelRidgeClassifier (f32)", fit_mercer_classifier, Xtr, ytr,
+                                     Xte, yte, gamma, alpha, M)})
+        rows.append({**base, **timed("sklearn Nystroem + RidgeClassifier", fit_sklearn_classifier,
+                                     Xtr.astype(np.float64), ytr, Xte.astype(np.float64), yte, gamma, alpha, M)})
+    return rows, {"data": "Fashion-MNIST 60k/10k, pixels / 255"}
+
+
+def part_large(quick: bool):
+    d = 28
+    cases = [(20_000, 2000, False)] if quick else [(20_000, 5000, True), (100_000, 5000, True),
+                                                     (1_000_000, 10_000, False)]
+    rows = []
+    Xte, yte = synthetic(10_000, d, seed=99)
+    for n, M, with_sklearn in cases:
+        X, y = synthetic(n, d, seed=1)
+        gamma = 1.0 / (2.0 * d)
+        alpha = 1e-6 * n
+        base = {"n": n, "d": d, "M": M}
+        rows.append({**base, **timed("mercer NystroemKernelRidge (f32)", fit_mercer_nystroem, X, y, Xte, yte, gamma,
+                                     alpha, M)})
+        if with_sklearn:
+            rows.append({**base, **timed("sklearn Nystroem + Ridge", fit_sklearn_nystroem, X.astype(np.float64), y,
+                                         Xte.astype(np.float64), yte, gamma, alpha, M)})
+        del X, y
+    return rows, {"data": "synthetic: X ~ N(0, I_28), y = sin(2 p1) + 0.5 cos(p2) p3 + 0.1 noise",
+                  "FALKON 0.9.0 anchor (issue 3, same machine kind, f64, d = 24)":
+                  "n=20k M=5k 15 s; n=100k M=5k 61 s; n=1M M=5k 433 s"}
+
+
+PARTS = {"approx": part_approx, "uci": part_uci, "fmnist": part_fmnist, "large": part_large}
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    for p in PARTS:
+        ap.add_argument(f"--{p}", action="store_true")
+    ap.add_argument("--quick", action="store_true")
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    chosen = [p for p in PARTS if getattr(args, p)] or list(PARTS)
+    for part in chosen:
+        load0 = os.getloadavg()
+        rows, meta = PARTS[part](args.quick)
+        suffix = "_quick" if args.quick else ""
+        out = {"machine": machine_info(), "command": "benchmarks/bench_scaling.py --" + part + (" --quick" if args.quick else ""),
+               "load_average_start": "/".join(f"{x:.2f}" for x in load0),
+               "load_average_end": "/".join(f"{x:.2f}" for x in os.getloadavg()), **meta, "rows": rows}
+        write_json(RESULTS / f"scaling_{part}{suffix}.json", out)
+        table = markdown_table(rows) if rows else "(no rows)"
+        (RESULTS / f"scaling_{part}{suffix}.md").write_text(table + "\n")
+        print(f"\n## {part}\n{meta}\n{table}\n")
+
+
+if __name__ == "__main__":
+    main()
