@@ -70,6 +70,28 @@ def test_fit_predict_classifier_parquet(files, tmp_path, capsys):
     assert "accuracy against 'label'" in err  # status goes to stderr when the CSV goes to stdout
 
 
+def test_fit_predict_nystroem_models(files, tmp_path, capsys):
+    model = tmp_path / "ny.mercer"
+    code, out, err = run(["fit", "--data", files / "reg.csv", "--target", "target", "--model", "nystroem-ridge",
+                          "--kernel", "rbf:gamma=0.5", "--alpha", "0.1", "--centers", "40", "--out", model], capsys)
+    assert code == 0, err
+    assert "NystroemKernelRidge(alpha=0.1, kernel=RBF(gamma=0.5))" in out and "float32 on cpu" in out
+    assert "centres: 40, conjugate gradient:" in out
+    frame = pd.read_csv(files / "reg.csv").iloc[100:].drop(columns="target")
+    code, out, err = run(["predict", "--model", model, "--data", files / "reg_test_reordered.csv",
+                          "--target", "target", "--out", tmp_path / "p.csv"], capsys)
+    assert code == 0, err
+    np.testing.assert_allclose(pd.read_csv(tmp_path / "p.csv")["prediction"], load(model).predict(frame),
+                               rtol=1e-6)
+    code, out, err = run(["fit", "--data", files / "clf.parquet", "--target", "label", "--model",
+                          "nystroem-classifier", "--kernel", "rbf:gamma=0.1", "--out", tmp_path / "c.mercer"], capsys)
+    assert code == 0, err
+    assert "classes: 3 (one, two, zero)" in out and "training accuracy:" in out
+    code, out, err = run(["fit", "--data", files / "reg.csv", "--target", "target", "--model", "ridge",
+                          "--centers", "10", "--out", tmp_path / "x.mercer"], capsys)
+    assert code == 2 and "--centers applies to the nystroem" in err
+
+
 def test_fit_predict_kpca_npy(files, tmp_path, capsys):
     model = tmp_path / "kpca.mercer"
     code, out, err = run(["fit", "--data", files / "arr.npy", "--target", "-1", "--model", "kpca",
@@ -118,7 +140,7 @@ def test_verbose_logs_with_timestamps(files, tmp_path, capsys):
     (["fit", "--data", "{root}/clf.parquet", "--target", "p0", "--model", "ridge", "--out", "{tmp}/m"],
      "feature columns must be numeric; 'label'"),
     (["fit", "--data", "{root}/clf.parquet", "--target", "label", "--model", "ridge", "--out", "{tmp}/m"],
-     "is not numeric; use --model ridge-classifier"),
+     "is not numeric; use a classifier model"),
     (["fit", "--data", "{tmp}/data.json", "--target", "0", "--model", "ridge", "--out", "{tmp}/m"],
      "unknown data format '.json'"),
     (["fit", "--data", "{root}/reg.csv", "--target", "target", "--model", "ridge", "--device", "tpu9",

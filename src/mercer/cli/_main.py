@@ -18,7 +18,10 @@ __all__ = ["build_parser", "main"]
 
 log = logging.getLogger("mercer")
 
-MODELS = {"ridge": "KernelRidge", "ridge-classifier": "KernelRidgeClassifier", "kpca": "KernelPCA"}
+MODELS = {"ridge": "KernelRidge", "ridge-classifier": "KernelRidgeClassifier", "kpca": "KernelPCA",
+          "nystroem-ridge": "NystroemKernelRidge", "nystroem-classifier": "NystroemKernelRidgeClassifier"}
+_REGRESSORS = ("ridge", "nystroem-ridge")
+_CLASSIFIERS = ("ridge-classifier", "nystroem-classifier")
 
 _DESCRIPTION = """\
 mercer: kernel methods with the scikit-learn API, computed with PyTorch.
@@ -111,13 +114,15 @@ def build_parser() -> argparse.ArgumentParser:
                          description="Fit a kernel model on a table and save it (no pickle: see mercer.io).")
     fit.add_argument("--data", required=True, metavar="FILE", help="training data: .csv, .tsv, .npy or .parquet")
     fit.add_argument("--target", metavar="COL", help="target column: a name or a 0-based index (negative "
-                     "counts from the end); required for ridge and ridge-classifier, dropped for kpca")
+                     "counts from the end); required for the ridge models, dropped for kpca")
     fit.add_argument("--model", required=True, choices=sorted(MODELS), help="estimator to fit")
     fit.add_argument("--kernel", default="rbf", metavar="SPEC", help=_KERNEL_HELP)
     fit.add_argument("--alpha", type=_positive_float, default=None,
                      help="regularisation of ridge models, as in scikit-learn (default 1.0)")
     fit.add_argument("--n-components", type=_positive_int, default=None, metavar="K",
                      help="components kept by kpca (default 2)")
+    fit.add_argument("--centers", type=_positive_int, default=None, metavar="M",
+                     help="Nyström models: number of centres (default min(n, max(100, 5 sqrt(n))))")
     fit.add_argument("--dtype", choices=("float32", "float64"), default=None, help="compute precision")
     fit.add_argument("--device", default=None, help="cpu, cuda, cuda:1, ... (default cpu)")
     fit.add_argument("--memory-budget", type=_bytes, default=None, metavar="SIZE",
@@ -158,7 +163,8 @@ def _size(path: Path) -> str:
 
 def _build_model(args):
     from ..kernels import parse_kernel_spec
-    from ..models import KernelPCA, KernelRidge, KernelRidgeClassifier
+    from ..models import (KernelPCA, KernelRidge, KernelRidgeClassifier, NystroemKernelRidge,
+                          NystroemKernelRidgeClassifier)
 
     try:
         kernel = parse_kernel_spec(args.kernel)
@@ -172,6 +178,13 @@ def _build_model(args):
     if args.n_components is not None:
         raise CLIError("--n-components applies to kpca only.")
     alpha = 1.0 if args.alpha is None else args.alpha
+    if args.model.startswith("nystroem"):
+        cls = NystroemKernelRidge if args.model == "nystroem-ridge" else NystroemKernelRidgeClassifier
+        if args.dtype is None:
+            common["dtype"] = "float32"
+        return cls(alpha=alpha, n_centers=args.centers or "auto", random_state=0, **common)
+    if args.centers is not None:
+        raise CLIError("--centers applies to the nystroem-ridge and nystroem-classifier models only.")
     cls = KernelRidge if args.model == "ridge" else KernelRidgeClassifier
     return cls(alpha=alpha, **common)
 
@@ -201,9 +214,9 @@ def _cmd_fit(args, out, progress: bool) -> int:
     with Progress(f"reading {args.data}", enabled=progress):
         table = read_table(args.data, args.target, header=not args.no_header)
     y = table.y
-    if args.model == "ridge" and y is not None:
+    if args.model in _REGRESSORS and y is not None:
         if y.dtype.kind not in "biuf":
-            raise CLIError(f"target column {table.target_name!r} is not numeric; use --model ridge-classifier "
+            raise CLIError(f"target column {table.target_name!r} is not numeric; use a classifier model "
                            "for class labels.")
         y = y.astype(np.float64)
     print(f"data: {_describe_table(table)}", file=out)
@@ -219,7 +232,10 @@ def _cmd_fit(args, out, progress: bool) -> int:
     dtype, device = getattr(model, "_dtype", None), getattr(model, "_device", None)
     if dtype is not None:
         print(f"compute: {str(dtype).removeprefix('torch.')} on {device}{solver}", file=out)
-    if args.model == "ridge-classifier":
+    if hasattr(model, "n_centers_"):
+        print(f"centres: {model.n_centers_}, conjugate gradient: {int(model.n_iter_.max())} iterations, "
+              f"relative residual {float(model.residual_.max()):.1e}", file=out)
+    if args.model in _CLASSIFIERS:
         print(f"classes: {len(model.classes_)} ({', '.join(map(str, model.classes_[:10]))}"
               f"{', ...' if len(model.classes_) > 10 else ''})", file=out)
     print(f"fit time: {p.elapsed:.2f} s", file=out)
