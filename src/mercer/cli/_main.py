@@ -195,13 +195,14 @@ def _score_line(model, X, y) -> str:
         ratio = float(model.explained_variance_ratio_.sum())
         return (f"explained variance: {ratio:.4f} of the feature-space variance in "
                 f"{len(model.eigenvalues_)} components ({model.solver_info_['method']} eigensolver)")
-    metric = "accuracy" if name == "KernelRidgeClassifier" else "R^2"
+    metric = "accuracy" if is_classifier(model) else "R^2"
     return f"{metric}: {model.score(X, y):.4f}"
 
 
 # -- commands -------------------------------------------------------------------------------------
 def _cmd_fit(args, out, progress: bool) -> int:
     import numpy as np
+from sklearn.base import is_classifier
 
     from ..io import save
 
@@ -302,8 +303,8 @@ def _cmd_predict(args, out, progress: bool) -> int:
             pred = np.asarray(model.predict(X))
             header, rows = ["prediction"], ([v] for v in pred.tolist())
     if name != "KernelPCA" and table.y is not None:
-        y = table.y if name == "KernelRidgeClassifier" else table.y.astype(np.float64)
-        if name == "KernelRidgeClassifier":
+        y = table.y if is_classifier(model) else table.y.astype(np.float64)
+        if is_classifier(model):
             print(f"accuracy against {table.target_name!r}: {float(np.mean(pred == y)):.4f}", file=info)
         else:
             from sklearn.metrics import r2_score
