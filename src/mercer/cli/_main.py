@@ -10,6 +10,8 @@ import sys
 import time
 from pathlib import Path
 
+from sklearn.base import is_classifier
+
 from .. import __version__
 from ._data import CLIError, read_table
 from ._progress import Progress
@@ -202,7 +204,6 @@ def _score_line(model, X, y) -> str:
 # -- commands -------------------------------------------------------------------------------------
 def _cmd_fit(args, out, progress: bool) -> int:
     import numpy as np
-from sklearn.base import is_classifier
 
     from ..io import save
 
