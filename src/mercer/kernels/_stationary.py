@@ -22,12 +22,15 @@ def squared_distances(X1: torch.Tensor, X2: torch.Tensor) -> torch.Tensor:
 
 
 def _scaled_sq_dist(X1: torch.Tensor, X2: torch.Tensor, g) -> torch.Tensor:
-    """``-g ||x - y||^2`` (clamped at 0 from above) with the scaling folded into the GEMM:
-    ``addmm(-g |y|^2, X1, X2^T, alpha=2g) - g |x|^2`` -- two passes over the block after the GEMM."""
-    n1 = (X1 * X1).sum(dim=1)
-    n2 = n1 if X2 is X1 else (X2 * X2).sum(dim=1)
-    D = torch.addmm(n2.mul(-g)[None, :], X1, X2.T, beta=1.0, alpha=2.0 * g)
-    return D.add_(n1.mul_(-g)[:, None]).clamp_max_(0.0)
+    """``-g ||x - y||^2`` (clamped at 0 from above) as one GEMM on augmented rows,
+    ``[2g x, -g |x|^2, 1] . [y, 1, -g |y|^2]``: the norms are added inside the product, so the block
+    is written once by the GEMM and touched once more by the clamp (the expansion with separate
+    norm additions makes two more passes over a block that is usually larger than the cache)."""
+    n1 = (X1 * X1).sum(dim=1, keepdim=True)
+    n2 = n1 if X2 is X1 else (X2 * X2).sum(dim=1, keepdim=True)
+    A = torch.cat([X1 * (2.0 * g), n1.mul(-g), torch.ones_like(n1)], dim=1)
+    B = torch.cat([X2, torch.ones_like(n2), n2.mul(-g)], dim=1)
+    return (A @ B.T).clamp_max_(0.0)
 
 
 class _Stationary(Kernel):
