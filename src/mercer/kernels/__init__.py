@@ -8,6 +8,7 @@
 """
 
 from ._base import Constant, Kernel, Product, Scaled, Sum
+from ._columns import Columns
 from ._checks import MercerReport, check_mercer
 from ._dot_product import Linear, Polynomial, Quadratic, Sigmoid
 from ._precomputed import Precomputed
@@ -18,6 +19,7 @@ from ._stationary import RBF, Gaussian, Laplacian, Matern, squared_distances
 __all__ = [
     "KERNELS",
     "RBF",
+    "Columns",
     "Constant",
     "Gaussian",
     "HistogramIntersection",

@@ -1,0 +1,98 @@
+"""A kernel on a subset of the input columns: ``k(x, y) = k0(x[cols], y[cols])``.
+
+Multiple kernel learning combines kernels that each look at a different group of features (or at
+a set encoding stored in some columns); :class:`Columns` makes any kernel one such base kernel.
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+import torch
+
+from ._base import Kernel
+
+__all__ = ["Columns"]
+
+
+class Columns(Kernel):
+    r"""``k(x, y) = k_0(x_S, y_S)``: the kernel ``k_0`` on the columns ``S`` of the inputs.
+
+    Parameters
+    ----------
+    kernel : Kernel
+        The kernel applied to the selected columns (any mercer kernel, composites included).
+    columns : sequence of int, or slice
+        Column indices ``S`` (non-negative, no duplicates) or a slice with explicit bounds.
+
+    The inputs must have more than ``max(S)`` columns. ``gamma=None`` in the inner kernel resolves
+    to ``1 / |S|`` (the number of selected columns), as if the kernel saw only those columns.
+    """
+
+    def __init__(self, kernel: Kernel, columns):
+        if not isinstance(kernel, Kernel):
+            raise TypeError(f"Columns expects a mercer kernel; got {kernel!r}.")
+        if kernel.is_precomputed:
+            raise ValueError("Columns cannot wrap a Precomputed kernel (its inputs are Gram rows, not features).")
+        if isinstance(columns, slice):
+            if columns.stop is None or (columns.start or 0) < 0 or columns.stop < 0:
+                raise ValueError(f"The 'columns' parameter of Columns must have explicit non-negative bounds when it is "
+                                 f"a slice. Got {columns!r} instead.")
+            columns = range(columns.start or 0, columns.stop, columns.step or 1)
+        try:
+            cols = [int(c) for c in columns]
+            ok = all(isinstance(c, (numbers.Integral, np.integer)) and not isinstance(c, bool) for c in columns)
+        except (TypeError, ValueError):
+            cols, ok = [], False
+        if not ok or not cols or min(cols) < 0 or len(set(cols)) != len(cols):
+            raise ValueError(
+                "The 'columns' parameter of Columns must be a non-empty sequence of distinct "
+                f"non-negative ints or a slice. Got {columns!r} instead."
+            )
+        self.kernel = kernel
+        self.columns = tuple(cols)
+        self._index = None
+
+    @property
+    def is_stationary(self) -> bool:  # type: ignore[override]
+        return self.kernel.is_stationary
+
+    @property
+    def hyperparameters(self) -> dict:
+        return {"kernel": self.kernel, "columns": self.columns}
+
+    def scratch(self, n_features: int) -> float:
+        return self.kernel.scratch(len(self.columns)) + 0.5
+
+    def select(self, X: torch.Tensor) -> torch.Tensor:
+        """The selected columns of ``X`` (a copy, on X's device)."""
+        if self._index is None or self._index.device != X.device:
+            self._index = torch.as_tensor(self.columns, dtype=torch.long, device=X.device)
+        return X.index_select(1, self._index)
+
+    def _check_pair(self, X1, X2):
+        super()._check_pair(X1, X2)
+        if X1.shape[1] <= max(self.columns):
+            raise ValueError(
+                f"{self!r}: the inputs have {X1.shape[1]} columns but column {max(self.columns)} was selected."
+            )
+        if type(self.kernel)._check_pair is not Kernel._check_pair:
+            self.kernel._check_pair(self.select(X1), self.select(X2))
+
+    def _pairwise(self, X1, X2):
+        return self.kernel._pairwise(self.select(X1), self.select(X2))
+
+    def _paired(self, X1, X2):
+        return self.kernel._paired(self.select(X1), self.select(X2))
+
+    def sample_frequencies(self, n_features, n_components, *, generator, dtype=torch.float64, device="cpu"):
+        """Frequencies of the inner kernel on the selected columns, zero on the others."""
+        W = torch.zeros(n_features, n_components, dtype=dtype, device=device)
+        inner = self.kernel.sample_frequencies(len(self.columns), n_components, generator=generator,
+                                               dtype=dtype, device=device)
+        W[list(self.columns)] = inner
+        return W
+
+    def __repr__(self) -> str:
+        return f"Columns({self.kernel!r}, columns={list(self.columns)})"

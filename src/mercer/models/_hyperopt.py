@@ -1,0 +1,207 @@
+"""Gradient-based hyperparameter optimisation shared by the estimators that learn their kernel.
+
+The objective is a torch function of one parameter vector ``theta`` (log-hyperparameters, and
+possibly unconstrained extras such as inducing-point coordinates); autograd gives its gradient.
+Two optimisers:
+
+* ``"lbfgs"``: SciPy's L-BFGS-B on ``theta`` with the box bounds (log space), gradients from
+  torch -- the same optimiser and bounds scikit-learn's GaussianProcessRegressor uses, so the
+  optima are comparable;
+* ``"adam"``: ``torch.optim.Adam``, projected onto the bounds after every step (works on any
+  device without leaving it).
+
+Restarts start from the initial point perturbed uniformly by up to ``spread`` (log units, i.e.
+a factor ``e^spread``) in every perturbable coordinate, clipped into the bounds. Everything a run
+did is returned (:class:`RunReport`), and :func:`report` turns it into warnings: an optimum on a
+bound, or a run that stopped without converging.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import math
+import warnings
+
+import numpy as np
+import torch
+from scipy.optimize import minimize as _scipy_minimize
+from sklearn.exceptions import ConvergenceWarning
+
+__all__ = ["RunReport", "optimize", "report", "check_optimizer_params"]
+
+log = logging.getLogger(__name__)
+
+_BAD = 1e30  # objective value reported for a point where the objective cannot be evaluated
+
+
+@dataclasses.dataclass
+class RunReport:
+    """What one optimisation run did (objective values are the minimised loss)."""
+
+    start: int
+    initial_loss: float
+    loss: float
+    theta: np.ndarray
+    converged: bool
+    n_iter: int
+    n_evals: int
+    message: str
+
+    def as_dict(self) -> dict:
+        d = dataclasses.asdict(self)
+        d["theta"] = self.theta.tolist()
+        return d
+
+
+def check_optimizer_params(est, *, allow_none: bool = True) -> None:
+    owner = type(est).__name__
+    allowed = ["lbfgs", "adam"] + ([None] if allow_none else [])
+    if est.optimizer not in allowed:
+        raise ValueError(f"The 'optimizer' parameter of {owner} must be one of {allowed}. Got {est.optimizer!r} instead.")
+    for name, lo in (("n_restarts_optimizer", 0), ("max_iter", 1)):
+        v = getattr(est, name)
+        if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < lo:
+            raise ValueError(f"The {name!r} parameter of {owner} must be an int >= {lo}. Got {v!r} instead.")
+
+
+class _Objective:
+    """Wraps the torch loss: numpy theta in, (loss, gradient) out; failures become a large loss."""
+
+    def __init__(self, loss_fn, dtype, device):
+        self.loss_fn, self.dtype, self.device = loss_fn, dtype, device
+        self.n_evals = 0
+
+    def __call__(self, x: np.ndarray):
+        self.n_evals += 1
+        t = torch.tensor(x, dtype=self.dtype, device=self.device, requires_grad=True)
+        try:
+            loss = self.loss_fn(t)
+            if not bool(torch.isfinite(loss.detach())):
+                raise FloatingPointError("non-finite objective")
+            (grad,) = torch.autograd.grad(loss, t)
+        except (RuntimeError, FloatingPointError, np.linalg.LinAlgError, torch.linalg.LinAlgError) as exc:
+            log.debug("objective failed at theta=%s: %s", x, exc)
+            return _BAD, np.zeros_like(x)
+        g = grad.detach().cpu().numpy().astype(np.float64)
+        if not np.all(np.isfinite(g)):
+            return _BAD, np.zeros_like(x)
+        return float(loss.detach()), g
+
+
+def _lbfgs(obj, x0, bounds, max_iter):
+    res = _scipy_minimize(obj, x0, jac=True, method="L-BFGS-B", bounds=[tuple(b) for b in bounds],
+                          options={"maxiter": max_iter})
+    msg = res.message if isinstance(res.message, str) else res.message.decode()
+    return np.asarray(res.x, dtype=np.float64), float(res.fun), bool(res.success), int(res.nit), msg
+
+
+def _adam(obj, x0, bounds, max_iter, lr, dtype, device):
+    lo = torch.tensor(np.where(np.isfinite(bounds[:, 0]), bounds[:, 0], -np.inf), dtype=dtype, device=device)
+    hi = torch.tensor(np.where(np.isfinite(bounds[:, 1]), bounds[:, 1], np.inf), dtype=dtype, device=device)
+    t = torch.tensor(x0, dtype=dtype, device=device, requires_grad=True)
+    opt = torch.optim.Adam([t], lr=lr)
+    best_x, best_f, history = x0.copy(), math.inf, []
+    converged, it = False, 0
+    for it in range(1, max_iter + 1):
+        opt.zero_grad()
+        obj.n_evals += 1
+        try:
+            loss = obj.loss_fn(t)
+            ok = bool(torch.isfinite(loss.detach()))
+        except (RuntimeError, np.linalg.LinAlgError, torch.linalg.LinAlgError):
+            ok = False
+        if not ok:
+            # step back half-way towards the best point and go on with a smaller rate
+            with torch.no_grad():
+                t.copy_(0.5 * (t + torch.as_tensor(best_x, dtype=dtype, device=device)))
+            for g in opt.param_groups:
+                g["lr"] *= 0.5
+            continue
+        f = float(loss.detach())
+        if f < best_f:
+            best_f, best_x = f, t.detach().cpu().numpy().astype(np.float64).copy()
+        history.append(f)
+        loss.backward()
+        opt.step()
+        with torch.no_grad():
+            t.copy_(torch.maximum(torch.minimum(t, hi), lo))
+        if len(history) > 20 and abs(history[-21] - history[-1]) <= 1e-7 * max(1.0, abs(history[-1])):
+            converged = True
+            break
+    msg = "relative change of the objective over 20 steps below 1e-7" if converged else f"reached max_iter={max_iter}"
+    return best_x, best_f, converged, it, msg
+
+
+def optimize(loss_fn, theta0, bounds, *, method: str, max_iter: int, n_restarts: int, rng: np.random.RandomState,
+             dtype=torch.float64, device="cpu", perturb=None, spread: float = math.log(10.0), lr: float = 0.05):
+    """Minimise ``loss_fn(theta)`` from ``theta0`` and ``n_restarts`` perturbed starts.
+
+    Parameters
+    ----------
+    loss_fn : callable
+        torch tensor ``theta`` (requires grad) -> scalar tensor.
+    theta0 : ndarray of shape (p,)
+    bounds : ndarray of shape (p, 2)
+        ``-inf`` / ``inf`` for unbounded coordinates.
+    perturb : boolean ndarray of shape (p,), optional
+        Coordinates that restarts perturb (default: the bounded ones).
+
+    Returns
+    -------
+    best : RunReport
+    runs : list of RunReport (one per start)
+    """
+    theta0 = np.asarray(theta0, dtype=np.float64)
+    bounds = np.asarray(bounds, dtype=np.float64).reshape(-1, 2)
+    if perturb is None:
+        perturb = np.isfinite(bounds).all(axis=1)
+    runs = []
+    for start in range(n_restarts + 1):
+        x0 = theta0.copy()
+        if start:
+            x0[perturb] += rng.uniform(-spread, spread, size=int(perturb.sum()))
+            x0 = np.clip(x0, bounds[:, 0], bounds[:, 1])
+        obj = _Objective(loss_fn, dtype, device)
+        f0, _ = obj(x0)
+        if method == "lbfgs":
+            x, f, conv, nit, msg = _lbfgs(obj, x0, bounds, max_iter)
+        else:
+            x, f, conv, nit, msg = _adam(obj, x0, bounds, max_iter, lr, dtype, device)
+        if not f <= f0:  # never hand back a point worse than the start
+            x, f = x0, f0
+        runs.append(RunReport(start, f0, f, x, conv, nit, obj.n_evals, msg))
+        log.info("start %d: loss %.6g -> %.6g in %d iterations (%s)", start, f0, f, nit, msg)
+    best = min(runs, key=lambda r: r.loss)
+    return best, runs
+
+
+def report(best: RunReport, runs, names, bounds, *, owner: str, what: str = "log marginal likelihood",
+           maximised: bool = True) -> None:
+    """Warn when the optimum sits on a bound or the best run stopped without converging."""
+    bounds = np.asarray(bounds, dtype=np.float64).reshape(-1, 2)
+    for i, name in enumerate(names):
+        lo, hi = bounds[i]
+        for side, b in (("lower", lo), ("upper", hi)):
+            if np.isfinite(b) and abs(best.theta[i] - b) <= 1e-2:
+                warnings.warn(
+                    f"{owner}: the optimal value found for hyperparameter {name!r} "
+                    f"({math.exp(best.theta[i]):.3g}) is at its {side} bound {math.exp(b):.3g}. "
+                    f"{'Decreasing' if side == 'lower' else 'Increasing'} the bound and fitting again "
+                    "may find a better value.",
+                    ConvergenceWarning, stacklevel=3,
+                )
+    if best.loss >= _BAD:
+        raise np.linalg.LinAlgError(
+            f"{owner}: the {what} could not be evaluated at any start (Cholesky failed); the kernel "
+            "is far from positive definite or the noise is too small."
+        )
+    if not best.converged:
+        gain = best.initial_loss - best.loss
+        sgn = -1.0 if maximised else 1.0
+        warnings.warn(
+            f"{owner}: the hyperparameter optimisation stopped without converging ({best.message}); "
+            f"the {what} improved by {gain:.3g} (from {sgn * best.initial_loss:.6g} to {sgn * best.loss:.6g}"
+            f"{', i.e. not at all' if gain <= 0 else ''}). Increase max_iter or try another optimizer.",
+            ConvergenceWarning, stacklevel=3,
+        )

@@ -1,0 +1,228 @@
+"""Kernel ridge regression whose kernel hyperparameters and ``alpha`` are learned by gradient
+descent on the closed-form leave-one-out (or generalised cross-validation) error.
+
+For kernel ridge with :math:`A = K + \\alpha I`, :math:`c = A^{-1} y` (the dual coefficients),
+the leave-one-out residuals need no refit (the hat matrix is :math:`H = K A^{-1} = I - \\alpha A^{-1}`):
+
+.. math::  y_i - \\hat y_{-i}(x_i) = \\frac{c_i}{(A^{-1})_{ii}},
+           \\qquad \\mathrm{LOO} = \\frac1n \\sum_i \\Big(\\frac{c_i}{(A^{-1})_{ii}}\\Big)^2,
+
+and GCV replaces each :math:`(A^{-1})_{ii}` by the mean :math:`\\mathrm{tr}(A^{-1}) / n`. Both are
+computed from one Cholesky factor of ``A``, differentiated by torch autograd in the
+log-hyperparameters (every positive kernel hyperparameter, see :mod:`mercer.kernels._learnable`,
+and ``log alpha``), and minimised by L-BFGS-B (or projected Adam) from one or several starts.
+The learned model is an ordinary :class:`mercer.models.ridge.KernelRidge`.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+
+import numpy as np
+import torch
+from sklearn.base import BaseEstimator, MultiOutputMixin, RegressorMixin
+from sklearn.utils import check_random_state
+from sklearn.utils.validation import check_is_fitted
+
+from .._validation import describe
+from ..kernels._learnable import LearnableKernel
+from ..linalg import MemoryBudgetError, format_bytes
+from ._base import KernelEstimatorMixin
+from ._hyperopt import check_optimizer_params, optimize, report
+from .gp import _chol
+from .ridge import KernelRidge
+
+__all__ = ["KernelRidgeCV", "loo_residuals"]
+
+log = logging.getLogger(__name__)
+
+
+def _cv_terms(lk, theta_k, alpha, X, Y, cache):
+    """Dual coefficients ``c = (K + alpha I)^{-1} Y`` and ``diag((K + alpha I)^{-1})``."""
+    n = X.shape[0]
+    eye = torch.eye(n, dtype=X.dtype, device=X.device)
+    A = lk.gram(theta_k, X, X, cache) + alpha * eye
+    L = _chol(A)
+    C = torch.cholesky_solve(Y, L)
+    Linv = torch.linalg.solve_triangular(L, eye, upper=False)
+    return C, (Linv * Linv).sum(0)
+
+
+def _cv_error(C, dinv, alpha, objective: str) -> torch.Tensor:
+    if objective == "loo":
+        return ((C / dinv[:, None]) ** 2).mean()
+    return ((C / dinv.mean()) ** 2).mean()
+
+
+def loo_residuals(kernel, X, y, alpha: float) -> np.ndarray:
+    """Closed-form leave-one-out residuals ``y_i - f_{-i}(x_i)`` of kernel ridge with ``alpha``
+    (``kernel`` a mercer Kernel, ``X`` (n, d), ``y`` (n,) or (n, t)); float64, dense."""
+    Xt = torch.as_tensor(np.asarray(X, dtype=np.float64))
+    Y = torch.as_tensor(np.asarray(y, dtype=np.float64).reshape(len(Xt), -1))
+    lk = LearnableKernel(kernel, Xt.shape[1])
+    C, dinv = _cv_terms(lk, torch.as_tensor(lk.theta0), torch.tensor(float(alpha), dtype=torch.float64), Xt, Y, None)
+    out = (C / dinv[:, None]).numpy()
+    return out[:, 0] if np.ndim(y) == 1 else out
+
+
+class KernelRidgeCV(MultiOutputMixin, RegressorMixin, KernelEstimatorMixin, BaseEstimator):
+    """Kernel ridge regression with kernel hyperparameters (and ``alpha``) learned by gradient
+    descent on the closed-form leave-one-out or GCV error.
+
+    Parameters
+    ----------
+    alpha : float, default=1.0
+        Regularisation as in :class:`~mercer.models.ridge.KernelRidge`; the starting value when
+        ``learn_alpha``.
+    kernel : str or mercer Kernel, default="rbf"
+        Any mercer kernel, composites included; its positive hyperparameters are learned.
+    gamma, degree, coef0, kernel_params :
+        Passed to a kernel given by name (starting values).
+    learn_alpha : bool, default=True
+    objective : {"loo", "gcv"}, default="loo"
+        Mean squared leave-one-out residual, or generalised cross-validation.
+    optimizer : {"lbfgs", "adam"} or None, default="lbfgs"
+        None evaluates the objective at the given hyperparameters only.
+    n_restarts_optimizer : int, default=0
+        Extra starts, perturbed by up to a factor 10 in every hyperparameter.
+    max_iter : int, default=100
+    hyperparameter_bounds : (float, float), default=(1e-5, 1e5)
+        In length-scale units (see :mod:`mercer.kernels._learnable`).
+    alpha_bounds : (float, float), default=(1e-8, 1e5)
+    random_state, device, dtype, memory_budget :
+        As in every mercer estimator. Learning holds about four n x n matrices.
+
+    Attributes
+    ----------
+    kernel_ : Kernel
+        The learned kernel.
+    alpha_ : float
+    cv_error_ : float
+        The objective (LOO mean squared error or GCV) at the learned hyperparameters.
+    estimator_ : KernelRidge
+        Fitted on the whole training set with ``kernel_`` and ``alpha_``.
+    dual_coef_, X_fit_ :
+        Those of ``estimator_``.
+    n_evals_ : int
+        Objective evaluations (each costs about one kernel ridge fit), all starts together.
+    n_iter_ : int
+        Optimiser iterations of the best start (1 when nothing was optimised).
+    optimizer_results_ : list of dict
+    theta_ : ndarray, hyperparameter_names_ : list of str
+        Log-hyperparameters (kernel, then ``alpha``).
+    """
+
+    def __init__(self, alpha=1.0, *, kernel="rbf", gamma=None, degree=3, coef0=1, kernel_params=None,
+                 learn_alpha=True, objective="loo", optimizer="lbfgs", n_restarts_optimizer=0, max_iter=100,
+                 hyperparameter_bounds=(1e-5, 1e5), alpha_bounds=(1e-8, 1e5), random_state=None,
+                 device=None, dtype=None, memory_budget=None):
+        self.alpha = alpha
+        self.kernel = kernel
+        self.gamma = gamma
+        self.degree = degree
+        self.coef0 = coef0
+        self.kernel_params = kernel_params
+        self.learn_alpha = learn_alpha
+        self.objective = objective
+        self.optimizer = optimizer
+        self.n_restarts_optimizer = n_restarts_optimizer
+        self.max_iter = max_iter
+        self.hyperparameter_bounds = hyperparameter_bounds
+        self.alpha_bounds = alpha_bounds
+        self.random_state = random_state
+        self.device = device
+        self.dtype = dtype
+        self.memory_budget = memory_budget
+
+    def _check_params(self):
+        from .gp import _check_bounds, _positive_float
+
+        owner = type(self).__name__
+        check_optimizer_params(self)
+        _positive_float(owner, "alpha", self.alpha)
+        if self.objective not in ("loo", "gcv"):
+            raise ValueError(f"The 'objective' parameter of {owner} must be one of ['loo', 'gcv']. Got {self.objective!r} instead.")
+        if not isinstance(self.learn_alpha, (bool, np.bool_)):
+            raise ValueError(f"The 'learn_alpha' parameter of {owner} must be a bool. Got {describe(self.learn_alpha)} instead.")
+        return (_check_bounds(owner, "hyperparameter_bounds", self.hyperparameter_bounds),
+                _check_bounds(owner, "alpha_bounds", self.alpha_bounds))
+
+    def fit(self, X, y):
+        """Learn the hyperparameters on ``(X, y)``, then fit ``estimator_`` with them."""
+        X = self._validate_X(X, reset=True)
+        y = self._validate_y(y, X.shape[0])
+        bounds_k, bounds_a = self._check_params()
+        self._setup_compute(X)
+        kernel = self._resolve_kernel()
+        if kernel.is_precomputed:
+            raise ValueError(f"{type(self).__name__} learns kernel hyperparameters: kernel='precomputed' is not supported.")
+        n = X.shape[0]
+        need = 4 * n * n * torch.finfo(self._dtype).bits // 8
+        if need > self._budget:
+            raise MemoryBudgetError(
+                f"{type(self).__name__}: the closed-form leave-one-out error holds 4 matrices of {n} x {n} "
+                f"({format_bytes(need)}), more than the memory budget of {format_bytes(self._budget)}; "
+                "subsample for the hyperparameter search, or raise memory_budget.")
+        Xt = self._tensor(X)
+        Y = torch.as_tensor(y.reshape(n, -1), dtype=self._dtype, device=self._device)
+        lk = LearnableKernel(kernel, X.shape[1], bounds_k)
+        names, theta, bounds = list(lk.names), lk.theta0, lk.log_bounds
+        a0 = float(np.clip(self.alpha, *bounds_a))
+        if self.learn_alpha:
+            names.append("alpha")
+            theta = np.append(theta, math.log(a0))
+            bounds = np.vstack([bounds, [[math.log(bounds_a[0]), math.log(bounds_a[1])]]])
+        p = len(lk.names)
+        cache: dict = {}
+
+        def loss(t):
+            alpha = torch.exp(t[p]) if self.learn_alpha else torch.as_tensor(a0, dtype=t.dtype, device=t.device)
+            C, dinv = _cv_terms(lk, t[:p], alpha, Xt, Y, cache)
+            return _cv_error(C, dinv, alpha, self.objective)
+
+        self.hyperparameter_names_ = names
+        self.optimizer_results_ = []
+        t0 = time.perf_counter()
+        if self.optimizer is not None and theta.size:
+            best, runs = optimize(loss, theta, bounds, method=self.optimizer, max_iter=self.max_iter,
+                                  n_restarts=self.n_restarts_optimizer, rng=check_random_state(self.random_state),
+                                  dtype=self._dtype, device=self._device)
+            self.optimizer_results_ = [r.as_dict() for r in runs]
+            self.n_evals_ = int(sum(r.n_evals for r in runs))
+            report(best, runs, names, bounds, owner=type(self).__name__,
+                   what=f"{self.objective.upper()} error", maximised=False)
+            theta, self.cv_error_ = best.theta, float(best.loss)
+            self.n_iter_ = max(1, int(best.n_iter))
+        else:
+            with torch.no_grad():
+                self.cv_error_ = float(loss(torch.as_tensor(theta, dtype=self._dtype, device=self._device)))
+            self.n_evals_ = self.n_iter_ = 1
+        del cache
+        self.learning_time_ = time.perf_counter() - t0
+        self.theta_ = np.asarray(theta, dtype=np.float64)
+        self.kernel_ = lk.build(self.theta_[:p])
+        self.alpha_ = float(np.exp(self.theta_[p])) if self.learn_alpha else a0
+        self.estimator_ = KernelRidge(alpha=self.alpha_, kernel=self.kernel_, solver="dual", device=self._device,
+                                      dtype=self._dtype, memory_budget=self.memory_budget).fit(X, y)
+        return self
+
+    @property
+    def dual_coef_(self):
+        check_is_fitted(self, "estimator_")
+        return self.estimator_.dual_coef_
+
+    @property
+    def X_fit_(self):
+        check_is_fitted(self, "estimator_")
+        return self.estimator_.X_fit_
+
+    def predict(self, X):
+        check_is_fitted(self, "estimator_")
+        return self.estimator_.predict(self._validate_X(X, reset=False))
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        return tags
