@@ -50,6 +50,8 @@ _ESTIMATORS = {
     "LandmarkFeatures": ("mercer.approx", "LandmarkFeatures"),
     "RandomFourierFeatures": ("mercer.approx", "RandomFourierFeatures"),
     "IncompleteCholesky": ("mercer.approx", "IncompleteCholesky"),
+    "KernelPerceptron": ("mercer.models.perceptron", "KernelPerceptron"),
+    "KernelLogisticRegression": ("mercer.models.logistic", "KernelLogisticRegression"),
 }
 
 #: scikit-learn helpers that appear inside fitted state (stored as params + fitted attributes).
@@ -105,6 +107,8 @@ _DERIVED = {
     "PolynomialFeatureMap": {"_map": _derive_polymap},
     "NystroemKernelRidge": {"_budget": _derive_budget},
     "NystroemKernelRidgeClassifier": {"_budget": _derive_budget},
+    "KernelPerceptron": {"_budget": _derive_budget},
+    "KernelLogisticRegression": {"_budget": _derive_budget},
     "Nystroem": {"_budget": _derive_landmark_budget},
     "LandmarkFeatures": {"_budget": _derive_landmark_budget},
 }

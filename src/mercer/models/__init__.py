@@ -2,9 +2,11 @@
 
 from .gp import GaussianProcessRegressor, SparseGPRegressor
 from .kernel_learning import KernelRidgeCV
+from .logistic import KernelLogisticRegression
 from .mkl import MKLClassifier, MKLRegressor
 from .nystroem import NystroemKernelRidge, NystroemKernelRidgeClassifier
 from .pca import KernelPCA
+from .perceptron import KernelPerceptron
 from .random_features import RandomFeatureRidge
 from .ridge import KernelRidge, KernelRidgeClassifier
 
@@ -14,7 +16,9 @@ __all__ = [
     "MKLClassifier",
     "MKLRegressor",
     "SparseGPRegressor",
+    "KernelLogisticRegression",
     "KernelPCA",
+    "KernelPerceptron",
     "KernelRidge",
     "KernelRidgeClassifier",
     "NystroemKernelRidge",

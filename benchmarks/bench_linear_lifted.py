@@ -1,0 +1,165 @@
+"""Benchmark: kernel perceptron and kernel logistic regression against scikit-learn's linear
+models on lifted features (seed 001's "linear classifiers on lifted features"), side by side.
+
+Data: ``digits`` (1,797 x 64, 10 classes, pixels / 16) and ``breast_cancer`` (569 x 30, 2
+classes, standardised with the training statistics); a stratified 70/30 split (seed 0).
+RBF kernel, ``gamma = 0.05`` (digits) and ``1 / 30`` (breast cancer).
+
+Rows, all in one process, one run:
+
+* mercer ``KernelPerceptron``: plain (one-vs-rest), averaged, multinomial, and on a budget of
+  100 support vectors (``budget_policy="smallest"``); ``max_iter`` epochs (default 20).
+* scikit-learn ``Perceptron`` on ``RBFSampler`` random Fourier features (``D`` = 1000; 300 with
+  ``--quick``), the same number of epochs (``tol=None``).
+* mercer ``KernelLogisticRegression``: ``solver="newton"`` (exact) and ``solver="nystroem"``
+  (``M`` = 300 landmarks).
+* scikit-learn ``LogisticRegression`` (lbfgs) on ``Nystroem`` features: with ``M`` = 300 and the
+  same ``random_state`` (the same model as mercer's Nyström solver), and with every training
+  point as a landmark (the same model as mercer's exact solver). ``C`` = 10 (digits), 1 (breast
+  cancer); ``tol=1e-6``, ``max_iter=5000`` for scikit-learn, ``tol=1e-6`` for mercer.
+
+Fit time is the best of ``--repeat`` fits (default 3; 1 with ``--quick``). ``ratio`` is mercer's
+fit time over the scikit-learn row it is paired with (``ref``). The load average is recorded
+per row: other work on the machine skews timings.
+
+Run (from the repository root)::
+
+    .venv/bin/python benchmarks/bench_linear_lifted.py --quick     # ~1-2 min
+    .venv/bin/python benchmarks/bench_linear_lifted.py             # ~3-5 min
+
+Results: ``benchmarks/results/linear_lifted[_quick].json`` and ``.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import warnings
+
+import numpy as np
+
+from _common import RESULTS_DIR, Timer, load_average, machine_info, markdown_table, write_json
+
+log = logging.getLogger("bench_linear_lifted")
+
+
+def load(name: str):
+    from sklearn.datasets import load_breast_cancer, load_digits
+    from sklearn.model_selection import train_test_split
+    from sklearn.preprocessing import StandardScaler
+
+    if name == "digits":
+        X, y = load_digits(return_X_y=True)
+        X = X / 16.0
+        gamma, C = 0.05, 10.0
+    else:
+        X, y = load_breast_cancer(return_X_y=True)
+        gamma, C = 1.0 / 30, 1.0
+    Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=0.3, stratify=y, random_state=0)
+    if name != "digits":
+        sc = StandardScaler().fit(Xtr)
+        Xtr, Xte = sc.transform(Xtr), sc.transform(Xte)
+    return Xtr, Xte, ytr, yte, gamma, C
+
+
+def timed(make, Xtr, ytr, repeat: int):
+    best, model = np.inf, None
+    for _ in range(repeat):
+        model = make()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            with Timer() as t:
+                model.fit(Xtr, ytr)
+        best = min(best, t.seconds)
+    return model, best
+
+
+def run(dataset: str, *, quick: bool, repeat: int, epochs: int, n_landmarks: int):
+    from sklearn.kernel_approximation import Nystroem, RBFSampler
+    from sklearn.linear_model import LogisticRegression, Perceptron
+    from sklearn.pipeline import make_pipeline
+
+    from mercer.models.logistic import KernelLogisticRegression
+    from mercer.models.perceptron import KernelPerceptron
+
+    Xtr, Xte, ytr, yte, gamma, C = load(dataset)
+    n = len(Xtr)
+    D = 300 if quick else 1000
+    specs = [
+        # name, factory, reference name (or None), extra info
+        ("sklearn Perceptron on RBFSampler(D)", lambda: make_pipeline(
+            RBFSampler(gamma=gamma, n_components=D, random_state=0),
+            Perceptron(max_iter=epochs, tol=None, random_state=0)), None, f"D={D}"),
+        ("KernelPerceptron", lambda: KernelPerceptron(gamma=gamma, max_iter=epochs, random_state=0),
+         "sklearn Perceptron on RBFSampler(D)", ""),
+        ("KernelPerceptron averaged", lambda: KernelPerceptron(gamma=gamma, max_iter=epochs, averaged=True, random_state=0),
+         "sklearn Perceptron on RBFSampler(D)", ""),
+        ("KernelPerceptron multinomial", lambda: KernelPerceptron(gamma=gamma, max_iter=epochs, multi_class="multinomial",
+                                                                  random_state=0), "sklearn Perceptron on RBFSampler(D)", ""),
+        ("KernelPerceptron budget=100", lambda: KernelPerceptron(gamma=gamma, max_iter=epochs, budget=100,
+                                                                 budget_policy="smallest", random_state=0),
+         "sklearn Perceptron on RBFSampler(D)", ""),
+        ("sklearn LR on Nystroem(M)", lambda: make_pipeline(
+            Nystroem(gamma=gamma, n_components=n_landmarks, random_state=0),
+            LogisticRegression(C=C, tol=1e-6, max_iter=5000)), None, f"M={n_landmarks}"),
+        ("KernelLogisticRegression nystroem", lambda: KernelLogisticRegression(
+            C=C, gamma=gamma, solver="nystroem", n_components=n_landmarks, random_state=0),
+         "sklearn LR on Nystroem(M)", f"M={n_landmarks}"),
+        ("sklearn LR on Nystroem(n) (exact)", lambda: make_pipeline(
+            Nystroem(gamma=gamma, n_components=n, random_state=0),
+            LogisticRegression(C=C, tol=1e-6, max_iter=5000)), None, f"M={n}"),
+        ("KernelLogisticRegression newton", lambda: KernelLogisticRegression(C=C, gamma=gamma, solver="newton"),
+         "sklearn LR on Nystroem(n) (exact)", "exact"),
+    ]
+    rows, times, models = [], {}, {}
+    for name, make, ref, info in specs:
+        log.info("%s: %s", dataset, name)
+        model, seconds = timed(make, Xtr, ytr, repeat)
+        times[name], models[name] = seconds, model
+        acc = float((model.predict(Xte) == yte).mean())
+        row = dict(dataset=dataset, n_train=n, model=name, info=info, accuracy=round(acc, 4),
+                   fit_s=round(seconds, 3), ref=ref or "", ratio=round(seconds / times[ref], 2) if ref else "",
+                   load=load_average())
+        if hasattr(model, "support_"):
+            row["n_sv"] = len(model.support_)
+            row["epochs"] = model.n_iter_
+        if name.startswith("KernelLogistic"):
+            row["newton_it"] = model.n_iter_
+            row["cg_it"] = model.n_cg_iter_
+            row["max_proba_diff_to_ref"] = float(np.abs(model.predict_proba(Xte) - models[ref].predict_proba(Xte)).max())
+        rows.append(row)
+        print(f"{dataset:14s} {name:40s} acc {acc:.4f}  fit {seconds:7.3f} s  "
+              f"{'ratio %.2f' % row['ratio'] if ref else ''}", flush=True)
+    return rows
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="one repeat, D = 300 random features")
+    parser.add_argument("--repeat", type=int, default=None)
+    parser.add_argument("--epochs", type=int, default=20)
+    parser.add_argument("--landmarks", type=int, default=300)
+    parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    import torch
+
+    torch.set_num_threads(args.threads)
+    repeat = args.repeat or (1 if args.quick else 3)
+    print(machine_info())
+    rows = []
+    for dataset in ("digits", "breast_cancer"):
+        rows += run(dataset, quick=args.quick, repeat=repeat, epochs=args.epochs, n_landmarks=args.landmarks)
+    cols = ["dataset", "n_train", "model", "info", "accuracy", "fit_s", "ratio", "ref", "n_sv", "epochs",
+            "newton_it", "cg_it", "max_proba_diff_to_ref", "load"]
+    table = markdown_table(rows, cols)
+    print(table)
+    stem = "linear_lifted_quick" if args.quick else "linear_lifted"
+    write_json(RESULTS_DIR / f"{stem}.json", dict(machine=machine_info(), args=vars(args), repeat=repeat, rows=rows,
+                                                  load_average_end=os.getloadavg()))
+    (RESULTS_DIR / f"{stem}.md").write_text(table + "\n")
+
+
+if __name__ == "__main__":
+    main()
