@@ -30,7 +30,8 @@ from mercer.kernels import (
 )
 from mercer.models import (KernelPCA, KernelRidge, KernelRidgeClassifier, NystroemKernelRidge,
                            NystroemKernelRidgeClassifier)
-from mercer.models import KernelLogisticRegression, KernelPerceptron
+from mercer.models import (KernelKMeans, KernelKNeighborsClassifier, KernelKNeighborsRegressor, KernelLogisticRegression,
+                           KernelPerceptron, KernelRadiusNeighborsClassifier, KernelRadiusNeighborsRegressor, KMeans)
 
 from conftest import cuda, readonly
 
@@ -69,6 +70,13 @@ CASES = {
                                                              random_state=0),
     "classifier-perceptron": lambda: KernelPerceptron(kernel="rbf", gamma=0.05, averaged=True, random_state=0),
     "classifier-logistic": lambda: KernelLogisticRegression(kernel="rbf", gamma=0.05, C=2.0),
+    "kmeans-map": lambda: KMeans(n_clusters=5, n_init=2, random_state=0),
+    "kernel-kmeans-map": lambda: KernelKMeans(n_clusters=4, kernel="rbf", gamma=0.05, random_state=0),
+    "classifier-knn": lambda: KernelKNeighborsClassifier(n_neighbors=3, kernel="rbf", gamma=0.05, weights="distance"),
+    "knn-regressor": lambda: KernelKNeighborsRegressor(n_neighbors=4, kernel=Laplacian(gamma=0.1)),
+    "classifier-rnn": lambda: KernelRadiusNeighborsClassifier(radius=1.2, kernel="rbf", gamma=0.05,
+                                                              outlier_label="most_frequent"),
+    "rnn-regressor": lambda: KernelRadiusNeighborsRegressor(radius=1.3, kernel="rbf", gamma=0.05),
     "incomplete-cholesky": lambda: IncompleteCholesky(kernel="rbf", n_components=10, rule="greedy",
                                                       random_state=0),
 }

@@ -1,9 +1,12 @@
 """Estimators with the scikit-learn API."""
 
+from .cluster import KernelAgglomerative, KernelKMeans, KMeans, plot_dendrogram
 from .gp import GaussianProcessRegressor, SparseGPRegressor
 from .kernel_learning import KernelRidgeCV
 from .logistic import KernelLogisticRegression
 from .mkl import MKLClassifier, MKLRegressor
+from .neighbors import (KernelKNeighborsClassifier, KernelKNeighborsRegressor, KernelRadiusNeighborsClassifier,
+                        KernelRadiusNeighborsRegressor)
 from .nystroem import NystroemKernelRidge, NystroemKernelRidgeClassifier
 from .pca import KernelPCA
 from .perceptron import KernelPerceptron
@@ -11,6 +14,14 @@ from .random_features import RandomFeatureRidge
 from .ridge import KernelRidge, KernelRidgeClassifier
 
 __all__ = [
+    "KMeans",
+    "KernelAgglomerative",
+    "KernelKMeans",
+    "KernelKNeighborsClassifier",
+    "KernelKNeighborsRegressor",
+    "KernelRadiusNeighborsClassifier",
+    "KernelRadiusNeighborsRegressor",
+    "plot_dendrogram",
     "GaussianProcessRegressor",
     "KernelRidgeCV",
     "MKLClassifier",

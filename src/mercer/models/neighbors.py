@@ -1,0 +1,510 @@
+"""Nearest neighbours in the feature space of a kernel: k-NN and radius-NN, classifier and regressor.
+
+The feature-space distance is :math:`d(x, z)^2 = k(x, x) + k(z, z) - 2 k(x, z)` (tiny negative values
+from round-off are clamped to 0). Queries are processed in blocks of rows and training samples in
+blocks of columns, both sized from the memory budget: each tile of ``K(X_query, X_train)`` is turned
+into distances, reduced to its ``k`` smallest per row (``torch.topk``) or to the entries within the
+radius, and merged with the running result -- no ``n_query x n_train`` matrix beyond one tile.
+
+With the linear kernel the distance is Euclidean and the estimators reproduce scikit-learn's
+``KNeighbors*`` / ``RadiusNeighbors*`` (brute force). Ties: among samples at exactly the same
+distance the one with the lower training index comes first, and is the one kept when the tie falls
+on the ``k``-th place (scikit-learn's brute-force heap behaves the same way). For the RBF (and any
+isotropic stationary) kernel the distance is a monotone function of the Euclidean one, so the
+neighbours are the Euclidean ones and only distance weights differ; the Laplacian kernel gives L1
+neighbours.
+"""
+
+from __future__ import annotations
+
+import numbers
+import warnings
+
+import numpy as np
+import torch
+from sklearn.base import BaseEstimator, ClassifierMixin, MultiOutputMixin, RegressorMixin
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted, column_or_1d
+
+from .._backend import as_output, to_numpy
+from .._validation import describe, is_torch
+from ..linalg import plan_blocks
+from ._base import KernelEstimatorMixin
+
+__all__ = [
+    "KernelKNeighborsClassifier",
+    "KernelKNeighborsRegressor",
+    "KernelRadiusNeighborsClassifier",
+    "KernelRadiusNeighborsRegressor",
+]
+
+#: Largest tile of distances computed at once.
+_TILE_BYTES = 64 * 2**20
+
+
+def _get_weights(dist: np.ndarray, weights):
+    """scikit-learn's rule: None for uniform; 1/d for "distance" (rows holding a zero distance give
+    weight 1 to those neighbours and 0 to the others); a callable maps the distance array."""
+    if weights == "uniform":
+        return None
+    if weights == "distance":
+        if dist.dtype is np.dtype(object):
+            return np.array([_get_weights(d[None, :], "distance")[0] if len(d) else d for d in dist], dtype=object)
+        with np.errstate(divide="ignore"):
+            w = 1.0 / dist
+        inf_mask = np.isinf(w)
+        inf_row = np.any(inf_mask, axis=1)
+        w[inf_row] = inf_mask[inf_row]
+        return w
+    return weights(dist)
+
+
+class _NeighborsBase(KernelEstimatorMixin, BaseEstimator):
+    """Fitting and blocked neighbour search shared by the four estimators."""
+
+    _classifier = False
+
+    # -- checks ----------------------------------------------------------------------------------
+    def _check_weights(self):
+        w = self.weights
+        if not (callable(w) or (isinstance(w, str) and w in ("uniform", "distance"))):
+            raise ValueError(f"The 'weights' parameter of {type(self).__name__} must be 'uniform', 'distance' or a "
+                             f"callable. Got {w!r} instead.")
+
+    def _fit(self, X, y):
+        owner = type(self).__name__
+        Xv = self._validate_X(X, reset=True)
+        self._check_weights()
+        self._setup_compute(Xv)
+        self.kernel_ = self._resolve_kernel()
+        if self.kernel_.is_precomputed:
+            raise ValueError(f"{owner} does not support kernel='precomputed': the distances need k(x, x) at the "
+                             "queries; pass the kernel itself (a name or a mercer Kernel).")
+        if y is None:
+            raise ValueError(f"{owner} requires y to be passed, but the target y is None.")
+        y = to_numpy(y) if is_torch(y) else np.asarray(y)
+        if y.shape[0] != Xv.shape[0]:
+            raise ValueError(f"Found input variables with inconsistent numbers of samples: [{Xv.shape[0]}, {y.shape[0]}]")
+        if self._classifier:
+            if y.ndim == 2 and y.shape[1] == 1:
+                y = column_or_1d(y, warn=True)
+            if y.ndim != 1:
+                raise ValueError(f"{owner} supports 1-D class labels only; got y of shape {y.shape}.")
+            check_classification_targets(y)
+            self.classes_, self._y = np.unique(y, return_inverse=True)
+        else:
+            y = self._validate_y(y, Xv.shape[0])
+            self._y = y
+        self.X_fit_ = self._tensor(Xv)
+        self._diag_fit = self.kernel_.diag(self.X_fit_)
+        self.n_samples_fit_ = int(Xv.shape[0])
+        return self
+
+    def _queries(self, X):
+        check_is_fitted(self, "X_fit_")
+        if X is None:
+            return self.X_fit_, True
+        Xv = self._validate_X(X, reset=False)
+        return self._tensor(Xv), False
+
+    def _plan(self, nq, width):
+        d = self.X_fit_.shape[1]
+        plan = plan_blocks(nq, self.n_samples_fit_, d, itemsize=self.X_fit_.element_size(), budget=self._budget,
+                           scratch=self.kernel_.scratch(d) + 1.0, n_rhs=max(1, width), max_tile_bytes=_TILE_BYTES)
+        return plan.row_block, plan.col_block
+
+    def _dist2(self, Q, q_diag, cols):
+        K = self.kernel_(Q, self.X_fit_[cols])
+        return (q_diag[:, None] + self._diag_fit[None, cols]).sub_(K, alpha=2.0).clamp_min_(0.0)
+
+    # -- k nearest -------------------------------------------------------------------------------
+    def _kneighbors_tensor(self, Q, k):
+        """(dist2, index) of the ``k`` nearest training samples, by (distance, index), shape (nq, k)."""
+        nq, n = Q.shape[0], self.n_samples_fit_
+        rows, cols = self._plan(nq, 2 * k)
+        q_diag = self.kernel_.diag(Q)
+        out_d = torch.empty(nq, k, dtype=Q.dtype, device=Q.device)
+        out_i = torch.empty(nq, k, dtype=torch.long, device=Q.device)
+        for i in range(0, nq, rows):
+            r = slice(i, min(i + rows, nq))
+            best_d = best_i = None
+            for j in range(0, n, cols):
+                c = slice(j, min(j + cols, n))
+                D = self._dist2(Q[r], q_diag[r], c)
+                kk = min(k, D.shape[1])
+                vals, idx = _smallest(D, kk)
+                idx = idx + j
+                if best_d is None:
+                    best_d, best_i = vals, idx
+                else:
+                    best_d, best_i = _merge(torch.cat([best_d, vals], 1), torch.cat([best_i, idx], 1), k)
+            out_d[r], out_i[r] = best_d, best_i
+        return out_d, out_i
+
+    def _check_k(self, n_neighbors, query_is_train):
+        owner = type(self).__name__
+        if not isinstance(n_neighbors, numbers.Integral) or isinstance(n_neighbors, bool) or n_neighbors < 1:
+            raise ValueError(f"The 'n_neighbors' parameter of {owner} must be an int in the range [1, inf). "
+                             f"Got {describe(n_neighbors)} instead.")
+        n = self.n_samples_fit_
+        need = n_neighbors + int(query_is_train)
+        if need > n:
+            raise ValueError(f"Expected n_neighbors <= n_samples_fit, but n_neighbors = {need}, n_samples_fit = {n}, "
+                             f"n_samples = {n} ({owner}" + (": a query on the training set excludes each sample itself)"
+                                                            if query_is_train else ")"))
+        return int(n_neighbors)
+
+    def kneighbors(self, X=None, n_neighbors=None, return_distance=True):
+        """Indices of (and feature-space distances to) the ``n_neighbors`` nearest training samples.
+
+        ``X=None`` queries the training set, each sample excluding itself (as scikit-learn).
+        Returns ``(dist, ind)`` of shape (n_queries, n_neighbors), or ``ind`` alone.
+        """
+        Q, query_is_train = self._queries(X)
+        k = self._check_k(self.n_neighbors if n_neighbors is None else n_neighbors, query_is_train)
+        d2, ind = self._kneighbors_tensor(Q, k + int(query_is_train))
+        if query_is_train:
+            own = torch.arange(Q.shape[0], device=Q.device)[:, None]
+            mask = ind != own
+            dup = mask.all(1)  # duplicates outnumber the neighbours: drop the first instead
+            mask[dup, 0] = False
+            d2 = d2[mask].reshape(Q.shape[0], k)
+            ind = ind[mask].reshape(Q.shape[0], k)
+        ind = as_output(ind, X if X is not None else np.empty(0))
+        if not return_distance:
+            return ind
+        return as_output(d2.sqrt_(), X if X is not None else np.empty(0)), ind
+
+    # -- radius ----------------------------------------------------------------------------------
+    def _check_radius(self, radius):
+        if not isinstance(radius, numbers.Real) or isinstance(radius, bool) or not radius >= 0 or not np.isfinite(radius):
+            raise ValueError(f"The 'radius' parameter of {type(self).__name__} must be a float in the range [0, inf). "
+                             f"Got {describe(radius)} instead.")
+        return float(radius)
+
+    def radius_neighbors(self, X=None, radius=None, return_distance=True, sort_results=False):
+        """Training samples within ``radius`` (feature-space distance ``<= radius``) of each query.
+
+        Returns object arrays of per-query arrays, as scikit-learn: ``(dist, ind)`` or ``ind``.
+        Neighbours are in index order, or by increasing distance (ties by index) with ``sort_results``.
+        ``X=None`` queries the training set, each sample excluding itself.
+        """
+        Q, query_is_train = self._queries(X)
+        r = self._check_radius(self.radius if radius is None else radius)
+        if sort_results and not return_distance:
+            raise ValueError("return_distance must be True if sort_results is True.")
+        nq, n = Q.shape[0], self.n_samples_fit_
+        rows, cols = self._plan(nq, 2)
+        q_diag = self.kernel_.diag(Q)
+        r2 = r * r
+        dist = np.empty(nq, dtype=object)
+        ind = np.empty(nq, dtype=object)
+        for i in range(0, nq, rows):
+            rs = slice(i, min(i + rows, nq))
+            parts_d, parts_i = [[] for _ in range(rs.stop - i)], [[] for _ in range(rs.stop - i)]
+            for j in range(0, n, cols):
+                D = self._dist2(Q[rs], q_diag[rs], slice(j, min(j + cols, n)))
+                hit = torch.nonzero(D <= r2)
+                if not hit.numel():
+                    continue
+                vals = to_numpy(D[hit[:, 0], hit[:, 1]].sqrt_()).astype(np.float64)
+                qi, ti = to_numpy(hit[:, 0]), to_numpy(hit[:, 1]) + j
+                splits = np.searchsorted(qi, np.arange(1, rs.stop - i))
+                for q, (dv, iv) in enumerate(zip(np.split(vals, splits), np.split(ti, splits))):
+                    if len(iv):
+                        parts_d[q].append(dv)
+                        parts_i[q].append(iv)
+            for q in range(rs.stop - i):
+                dq = np.concatenate(parts_d[q]) if parts_d[q] else np.zeros(0)
+                iq = np.concatenate(parts_i[q]) if parts_i[q] else np.zeros(0, dtype=np.intp)
+                if query_is_train:
+                    keep = iq != i + q
+                    dq, iq = dq[keep], iq[keep]
+                if sort_results:
+                    order = np.lexsort((iq, dq))
+                    dq, iq = dq[order], iq[order]
+                dist[i + q], ind[i + q] = dq, iq.astype(np.intp)
+        return (dist, ind) if return_distance else ind
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        return tags
+
+
+def _smallest(D, k):
+    """The ``k`` smallest entries of each row with ties broken by column index (lowest first)."""
+    vals, idx = torch.topk(D, k, dim=1, largest=False, sorted=True)
+    if k == D.shape[1]:
+        return _merge(vals, idx, k)
+    # a tie straddling the k-th place: topk may keep any of the tied columns; redo those rows stably
+    tied = (D <= vals[:, -1:]).sum(1) > k
+    if bool(tied.any()):
+        rows = torch.nonzero(tied)[:, 0]
+        sv, si = torch.sort(D[rows], dim=1, stable=True)
+        vals[rows], idx[rows] = sv[:, :k], si[:, :k]
+    return _merge(vals, idx, k)
+
+
+def _merge(vals, idx, k):
+    """Keep the ``k`` best (distance, index) pairs of each row, sorted by distance then index."""
+    order = torch.argsort(idx, dim=1)
+    vals, idx = vals.gather(1, order), idx.gather(1, order)
+    order = torch.argsort(vals, dim=1, stable=True)[:, :k]
+    return vals.gather(1, order), idx.gather(1, order)
+
+
+def _labels_like(labels, X):
+    """Numeric labels come back as a tensor on the input's device for tensor input."""
+    if is_torch(X) and labels.dtype.kind in "biuf":
+        return torch.as_tensor(labels, device=X.device)
+    return labels
+
+
+# -- k-NN estimators --------------------------------------------------------------------------------
+class _KNeighborsMixin:
+    def _neighbour_weights(self, X):
+        if self.weights == "uniform":
+            return None, self.kneighbors(X, return_distance=False)
+        dist, ind = self.kneighbors(X)
+        return _get_weights(np.asarray(to_numpy(dist) if is_torch(dist) else dist, dtype=np.float64), self.weights), ind
+
+
+class KernelKNeighborsClassifier(_KNeighborsMixin, ClassifierMixin, _NeighborsBase):
+    """k-nearest-neighbours vote with feature-space distances :math:`k(x,x) + k(z,z) - 2k(x,z)`.
+
+    Parameters
+    ----------
+    n_neighbors : int, default=5
+    weights : {"uniform", "distance"} or callable, default="uniform"
+        "distance" weighs neighbours by ``1 / d`` (a zero distance takes all the weight), as scikit-learn.
+    kernel, gamma, degree, coef0, kernel_params :
+        As in :class:`mercer.models.KernelRidge` (default "linear": Euclidean neighbours).
+    device, dtype, memory_budget : as usual.
+
+    Attributes
+    ----------
+    classes_ : ndarray, X_fit_ : tensor, kernel_ : Kernel, n_samples_fit_ : int
+    """
+
+    _classifier = True
+
+    def __init__(self, n_neighbors=5, *, weights="uniform", kernel="linear", gamma=None, degree=3, coef0=1,
+                 kernel_params=None, device=None, dtype=None, memory_budget=None):
+        self.n_neighbors = n_neighbors
+        self.weights = weights
+        self.kernel = kernel
+        self.gamma = gamma
+        self.degree = degree
+        self.coef0 = coef0
+        self.kernel_params = kernel_params
+        self.device = device
+        self.dtype = dtype
+        self.memory_budget = memory_budget
+
+    def fit(self, X, y):
+        self._fit(X, y)
+        self._check_k(self.n_neighbors, False)
+        return self
+
+    def _votes(self, X):
+        weights, ind = self._neighbour_weights(X)
+        ind = to_numpy(ind) if is_torch(ind) else ind
+        if weights is not None and np.any(np.all(weights == 0, axis=1)):
+            raise ValueError("All neighbors of some sample is getting zero weights. Please modify 'weights' to "
+                             "avoid this case if you are using a user-defined function.")
+        labels = self._y[ind]
+        votes = np.zeros((ind.shape[0], len(self.classes_)))
+        w = np.ones(ind.shape) if weights is None else weights
+        rows = np.arange(ind.shape[0])
+        for j in range(ind.shape[1]):
+            votes[rows, labels[:, j]] += w[:, j]
+        return votes
+
+    def predict_proba(self, X):
+        """Share of the (weighted) neighbour votes of each class, shape (n, n_classes)."""
+        votes = self._votes(X)
+        norm = votes.sum(1, keepdims=True)
+        norm[norm == 0] = 1.0
+        return votes / norm
+
+    def predict(self, X):
+        """Class with the most (weighted) neighbour votes; ties go to the first class in ``classes_``."""
+        votes = self._votes(X)
+        return _labels_like(self.classes_[np.argmax(votes, axis=1)], X)
+
+
+class KernelKNeighborsRegressor(_KNeighborsMixin, MultiOutputMixin, RegressorMixin, _NeighborsBase):
+    """k-nearest-neighbours regression (weighted mean of the neighbours' targets) with feature-space
+    distances. Parameters as :class:`KernelKNeighborsClassifier`; ``y`` may be (n,) or (n, t)."""
+
+    def __init__(self, n_neighbors=5, *, weights="uniform", kernel="linear", gamma=None, degree=3, coef0=1,
+                 kernel_params=None, device=None, dtype=None, memory_budget=None):
+        self.n_neighbors = n_neighbors
+        self.weights = weights
+        self.kernel = kernel
+        self.gamma = gamma
+        self.degree = degree
+        self.coef0 = coef0
+        self.kernel_params = kernel_params
+        self.device = device
+        self.dtype = dtype
+        self.memory_budget = memory_budget
+
+    def fit(self, X, y):
+        self._fit(X, y)
+        self._check_k(self.n_neighbors, False)
+        return self
+
+    def predict(self, X):
+        weights, ind = self._neighbour_weights(X)
+        ind = to_numpy(ind) if is_torch(ind) else ind
+        Y = self._y[ind]  # (n, k) or (n, k, t)
+        if weights is None:
+            out = Y.mean(axis=1)
+        else:
+            w = weights if Y.ndim == 2 else weights[:, :, None]
+            with np.errstate(invalid="ignore", divide="ignore"):
+                out = (Y * w).sum(axis=1) / weights.sum(axis=1).reshape((-1,) + (1,) * (Y.ndim - 2))
+        return torch.as_tensor(out, device=X.device) if is_torch(X) else out
+
+
+# -- radius estimators ------------------------------------------------------------------------------
+class KernelRadiusNeighborsClassifier(ClassifierMixin, _NeighborsBase):
+    """Vote of the training samples within feature-space distance ``radius``.
+
+    Parameters
+    ----------
+    radius : float, default=1.0
+    weights : {"uniform", "distance"} or callable, default="uniform"
+    outlier_label : None, "most_frequent" or a label, default=None
+        Label given to queries without any neighbour within the radius. ``None`` raises a
+        ``ValueError`` naming those queries (as scikit-learn); "most_frequent" uses the most
+        frequent training class. A label outside ``classes_`` gets an all-zero probability row.
+    kernel, gamma, degree, coef0, kernel_params, device, dtype, memory_budget :
+        As in :class:`KernelKNeighborsClassifier`.
+
+    Attributes
+    ----------
+    classes_ : ndarray, outlier_label_ : label or None, X_fit_ : tensor
+    """
+
+    _classifier = True
+
+    def __init__(self, radius=1.0, *, weights="uniform", outlier_label=None, kernel="linear", gamma=None,
+                 degree=3, coef0=1, kernel_params=None, device=None, dtype=None, memory_budget=None):
+        self.radius = radius
+        self.weights = weights
+        self.outlier_label = outlier_label
+        self.kernel = kernel
+        self.gamma = gamma
+        self.degree = degree
+        self.coef0 = coef0
+        self.kernel_params = kernel_params
+        self.device = device
+        self.dtype = dtype
+        self.memory_budget = memory_budget
+
+    def fit(self, X, y):
+        self._fit(X, y)
+        self._check_radius(self.radius)
+        ol = self.outlier_label
+        if ol is None:
+            self.outlier_label_ = None
+        elif isinstance(ol, str) and ol == "most_frequent":
+            self.outlier_label_ = self.classes_[np.argmax(np.bincount(self._y))]
+        else:
+            if not np.isscalar(ol):
+                raise ValueError(f"The 'outlier_label' parameter of {type(self).__name__} must be None, "
+                                 f"'most_frequent' or a single label. Got {ol!r} instead.")
+            if isinstance(ol, (str, bytes)) != (self.classes_.dtype.kind in "USO" and
+                                                isinstance(self.classes_[0], (str, bytes))):
+                raise TypeError(f"The dtype of outlier_label {ol!r} is inconsistent with classes {self.classes_}.")
+            self.outlier_label_ = ol
+        return self
+
+    def predict_proba(self, X):
+        """Share of the (weighted) votes of the neighbours within the radius; outliers get a one-hot
+        row for ``outlier_label_`` (zeros when it is not a training class)."""
+        if self.weights == "uniform":
+            ind = self.radius_neighbors(X, return_distance=False)
+            weights = None
+        else:
+            dist, ind = self.radius_neighbors(X)
+            weights = _get_weights(dist, self.weights)
+        nq = len(ind)
+        outliers = np.array([len(i) == 0 for i in ind], dtype=bool)
+        if outliers.any() and self.outlier_label_ is None:
+            raise ValueError(f"No neighbors found for test samples {np.flatnonzero(outliers)!r}, you can try using "
+                             "larger radius, giving a label for outliers, or considering removing them from your "
+                             "dataset.")
+        proba = np.zeros((nq, len(self.classes_)))
+        for q in np.flatnonzero(~outliers):
+            w = np.ones(len(ind[q])) if weights is None else np.asarray(weights[q], dtype=np.float64)
+            proba[q] = np.bincount(self._y[ind[q]], weights=w, minlength=len(self.classes_))
+        if outliers.any():
+            hit = np.flatnonzero(self.classes_ == self.outlier_label_)
+            if hit.size:
+                proba[outliers, hit[0]] = 1.0
+            else:
+                warnings.warn("Outlier label {} is not in training classes. All class probabilities of outliers "
+                              "will be assigned with 0.".format(self.outlier_label_), stacklevel=2)
+        norm = proba.sum(1, keepdims=True)
+        norm[norm == 0] = 1.0
+        return proba / norm
+
+    def predict(self, X):
+        proba = self.predict_proba(X)
+        labels = self.classes_[np.argmax(proba, axis=1)]
+        empty = proba.sum(1) == 0  # outliers whose label is not a training class
+        if empty.any():
+            labels = labels.astype(object) if not isinstance(self.outlier_label_, type(labels[0])) else labels
+            labels[empty] = self.outlier_label_
+        return _labels_like(labels, X)
+
+
+class KernelRadiusNeighborsRegressor(MultiOutputMixin, RegressorMixin, _NeighborsBase):
+    """Mean target of the training samples within feature-space distance ``radius``.
+
+    Queries without a neighbour get NaN, with a warning (as scikit-learn). Parameters as
+    :class:`KernelRadiusNeighborsClassifier` without ``outlier_label``.
+    """
+
+    def __init__(self, radius=1.0, *, weights="uniform", kernel="linear", gamma=None, degree=3, coef0=1,
+                 kernel_params=None, device=None, dtype=None, memory_budget=None):
+        self.radius = radius
+        self.weights = weights
+        self.kernel = kernel
+        self.gamma = gamma
+        self.degree = degree
+        self.coef0 = coef0
+        self.kernel_params = kernel_params
+        self.device = device
+        self.dtype = dtype
+        self.memory_budget = memory_budget
+
+    def fit(self, X, y):
+        self._fit(X, y)
+        self._check_radius(self.radius)
+        return self
+
+    def predict(self, X):
+        if self.weights == "uniform":
+            ind = self.radius_neighbors(X, return_distance=False)
+            weights = None
+        else:
+            dist, ind = self.radius_neighbors(X)
+            weights = _get_weights(dist, self.weights)
+        Y = self._y
+        out = np.full((len(ind),) + Y.shape[1:], np.nan)
+        empty = np.array([len(i) == 0 for i in ind], dtype=bool)
+        for q in np.flatnonzero(~empty):
+            if weights is None:
+                out[q] = Y[ind[q]].mean(axis=0)
+            else:
+                w = np.asarray(weights[q], dtype=np.float64)
+                out[q] = np.average(Y[ind[q]], axis=0, weights=w)
+        if empty.any():
+            warnings.warn("One or more samples have no neighbors within specified radius; predicting NaN.",
+                          stacklevel=2)
+        return torch.as_tensor(out, device=X.device) if is_torch(X) else out
