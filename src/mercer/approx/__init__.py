@@ -12,6 +12,7 @@ from ._landmarks import LANDMARK_RULES, nystroem_normalization, select_landmarks
 from ._nystroem import LandmarkFeatures, Nystroem
 from ._polynomial import PolynomialFeatureMap, explicit_feature_map, polynomial_feature_dim
 from ._random_features import RandomFourierFeatures, spectral_sample
+from ._sketch import RandomMaclaurin, TensorSketch
 
 __all__ = [
     "LANDMARK_RULES",
@@ -21,6 +22,8 @@ __all__ = [
     "PivotedCholeskyResult",
     "PolynomialFeatureMap",
     "RandomFourierFeatures",
+    "RandomMaclaurin",
+    "TensorSketch",
     "explicit_feature_map",
     "nystroem_normalization",
     "pivoted_cholesky",

@@ -182,9 +182,16 @@ def nystroem_normalization(kernel: Kernel, Z: torch.Tensor, method: str = "eig",
     Computed in float64 whatever the data's dtype.
     """
     from ..linalg import jittered_cholesky
+    from ..linalg._eig import DENSE_SERIAL_MAX_N, _num_threads
 
     K = kernel(Z.to(torch.float64))
     M = K.shape[0]
+    # small dense factorisations on one thread: on a shared CPU a second thread costs more than it gives
+    with _num_threads(1 if K.device.type == "cpu" and M <= DENSE_SERIAL_MAX_N else None):
+        return _normalization(K, M, method, owner, jittered_cholesky)
+
+
+def _normalization(K, M, method, owner, jittered_cholesky):
     if method == "eig":
         evals, U = torch.linalg.eigh(K)
         floor = evals.max().clamp_min(0.0) * M * torch.finfo(torch.float64).eps

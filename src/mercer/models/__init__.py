@@ -1,5 +1,6 @@
 """Estimators with the scikit-learn API."""
 
+from .approx_pca import ApproximateKernelPCA
 from .cluster import KernelAgglomerative, KernelKMeans, KMeans, plot_dendrogram
 from .gp import GaussianProcessRegressor, SparseGPRegressor
 from .kernel_learning import KernelRidgeCV
@@ -11,9 +12,12 @@ from .nystroem import NystroemKernelRidge, NystroemKernelRidgeClassifier
 from .pca import KernelPCA
 from .perceptron import KernelPerceptron
 from .random_features import RandomFeatureRidge
+from .sketched import SketchedKernelRidge
 from .ridge import KernelRidge, KernelRidgeClassifier
 
 __all__ = [
+    "ApproximateKernelPCA",
+    "SketchedKernelRidge",
     "KMeans",
     "KernelAgglomerative",
     "KernelKMeans",

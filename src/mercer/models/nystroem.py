@@ -35,6 +35,7 @@ from .._validation import describe
 from ..approx._landmarks import check_landmarks_param, select_landmarks
 from ..linalg import (ConvergenceWarning, KernelOperator, MemoryBudgetError, conjugate_gradient, format_bytes,
                       jittered_cholesky)
+from ..linalg._eig import DENSE_SERIAL_MAX_N, _num_threads
 from ._base import KernelEstimatorMixin
 from .ridge import _check_alpha, _classification_targets, _predict_labels
 
@@ -129,7 +130,8 @@ class _NystroemRidgeBase(KernelEstimatorMixin, BaseEstimator):
         for a, cols in groups.items():
             lam = a / n_w
             if L is None or self.preconditioner == "falkon":
-                L, La, jit = _falkon_preconditioner(K_mm.clone(), lam, torch.finfo(Xt.dtype).eps, owner)
+                with _num_threads(1 if K_mm.device.type == "cpu" and M <= DENSE_SERIAL_MAX_N else None):
+                    L, La, jit = _falkon_preconditioner(K_mm.clone(), lam, torch.finfo(Xt.dtype).eps, owner)
                 self.jitter_ = max(self.jitter_, jit)
             noprec = self.preconditioner == "none"
 
