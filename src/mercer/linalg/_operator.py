@@ -36,10 +36,12 @@ class KernelOperator:
         Bytes one tile may use; default from :func:`default_memory_budget` for X's device.
     n_rhs : int
         Number of right-hand sides the tiles are planned for.
+    max_tile_bytes : int or None, optional
+        Cap on one tile (default: the planner's ``MAX_TILE_BYTES``; ``None``: only the budget).
     """
 
     def __init__(self, kernel: Kernel, X: torch.Tensor, Z: torch.Tensor | None = None, *,
-                 memory_budget: int | None = None, n_rhs: int = 1):
+                 memory_budget: int | None = None, n_rhs: int = 1, max_tile_bytes: int | None = -1):
         if not isinstance(kernel, Kernel):
             raise TypeError(f"KernelOperator expects a mercer kernel; got {kernel!r}.")
         self.kernel = kernel
@@ -51,6 +53,7 @@ class KernelOperator:
         self.plan: BlockPlan = plan_blocks(
             X.shape[0], self.Z.shape[0], d, itemsize=X.element_size(), budget=self.budget,
             scratch=kernel.scratch(X.shape[1]), n_rhs=n_rhs,
+            **({} if max_tile_bytes == -1 else {"max_tile_bytes": max_tile_bytes}),
         )
 
     # -- geometry -----------------------------------------------------------------------------
