@@ -70,7 +70,7 @@ def fit_sklearn_exact(X, y, Xte, yte, gamma, alpha):
     return {"rmse": rmse(m.predict(Xte), yte)}
 
 
-def fit_mercer_nystroem(X, y, Xte, yte, gamma, alpha, M, tol=1e-4, dtype="float32", seed=0):
+def fit_mercer_nystroem(X, y, Xte, yte, gamma, alpha, M, tol=1e-3, dtype="float32", seed=0):
     from mercer.models import NystroemKernelRidge
 
     m = NystroemKernelRidge(alpha=alpha, kernel="rbf", gamma=gamma, n_centers=M, tol=tol, max_iter=200,
@@ -231,10 +231,14 @@ def part_fmnist(quick: bool):
     return rows, {"data": "Fashion-MNIST 60k/10k, pixels / 255"}
 
 
+LARGE_CASES = "20000:5000:sk,100000:5000:sk,1000000:10000"
+TOL = 1e-3
+
+
 def part_large(quick: bool):
     d = 28
-    cases = [(20_000, 2000, False)] if quick else [(20_000, 5000, True), (100_000, 5000, True),
-                                                     (1_000_000, 10_000, False)]
+    spec = "20000:2000:sk" if quick else LARGE_CASES
+    cases = [(int(c.split(":")[0]), int(c.split(":")[1]), c.endswith(":sk")) for c in spec.split(",")]
     rows = []
     Xte, yte = synthetic(10_000, d, seed=99)
     for n, M, with_sklearn in cases:
@@ -242,8 +246,8 @@ def part_large(quick: bool):
         gamma = 1.0 / (2.0 * d)
         alpha = 1e-6 * n
         base = {"n": n, "d": d, "M": M}
-        rows.append({**base, **timed("mercer NystroemKernelRidge (f32)", fit_mercer_nystroem, X, y, Xte, yte, gamma,
-                                     alpha, M)})
+        rows.append({**base, **timed(f"mercer NystroemKernelRidge (f32, tol {TOL:g})", fit_mercer_nystroem, X, y, Xte,
+                                     yte, gamma, alpha, M, tol=TOL)})
         if with_sklearn:
             rows.append({**base, **timed("sklearn Nystroem + Ridge", fit_sklearn_nystroem, X.astype(np.float64), y,
                                          Xte.astype(np.float64), yte, gamma, alpha, M)})
@@ -257,18 +261,23 @@ PARTS = {"approx": part_approx, "uci": part_uci, "fmnist": part_fmnist, "large":
 
 
 def main(argv=None):
+    global LARGE_CASES, TOL
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     for p in PARTS:
         ap.add_argument(f"--{p}", action="store_true")
     ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--cases", default=LARGE_CASES, help="--large: n:M[:sk],... (sk: also time scikit-learn)")
+    ap.add_argument("--tol", type=float, default=TOL, help="--large: CG tolerance of NystroemKernelRidge")
+    ap.add_argument("--tag", default="", help="suffix of the result files")
     args = ap.parse_args(argv)
+    LARGE_CASES, TOL = args.cases, args.tol
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     chosen = [p for p in PARTS if getattr(args, p)] or list(PARTS)
     for part in chosen:
         load0 = os.getloadavg()
         rows, meta = PARTS[part](args.quick)
-        suffix = "_quick" if args.quick else ""
-        out = {"machine": machine_info(), "command": "benchmarks/bench_scaling.py --" + part + (" --quick" if args.quick else ""),
+        suffix = ("_quick" if args.quick else "") + (f"_{args.tag}" if args.tag else "")
+        out = {"machine": machine_info(), "command": "benchmarks/bench_scaling.py " + " ".join(sys.argv[1:]),
                "load_average_start": "/".join(f"{x:.2f}" for x in load0),
                "load_average_end": "/".join(f"{x:.2f}" for x in os.getloadavg()), **meta, "rows": rows}
         write_json(RESULTS / f"scaling_{part}{suffix}.json", out)

@@ -30,6 +30,7 @@ from mercer.kernels import (
 )
 from mercer.models import (KernelPCA, KernelRidge, KernelRidgeClassifier, NystroemKernelRidge,
                            NystroemKernelRidgeClassifier)
+from mercer.models import BudgetSVC, KernelSVC, ReducedSetSVC
 from mercer.models import (KernelKMeans, KernelKNeighborsClassifier, KernelKNeighborsRegressor, KernelLogisticRegression,
                            KernelPerceptron, KernelRadiusNeighborsClassifier, KernelRadiusNeighborsRegressor, KMeans)
 
@@ -70,6 +71,11 @@ CASES = {
                                                              random_state=0),
     "classifier-perceptron": lambda: KernelPerceptron(kernel="rbf", gamma=0.05, averaged=True, random_state=0),
     "classifier-logistic": lambda: KernelLogisticRegression(kernel="rbf", gamma=0.05, C=2.0),
+    "classifier-svc": lambda: KernelSVC(C=2.0, kernel="rbf", gamma=0.05),
+    "classifier-svc-ovr-proba": lambda: KernelSVC(kernel=RBF(0.05) + Linear(), multiclass="ovr", probability=True,
+                                                  random_state=0),
+    "classifier-reduced-svc": lambda: ReducedSetSVC(n_vectors=0.5, random_state=0),
+    "classifier-budget-svc": lambda: BudgetSVC(n_vectors=10, max_iter=20, random_state=0),
     "kmeans-map": lambda: KMeans(n_clusters=5, n_init=2, random_state=0),
     "kernel-kmeans-map": lambda: KernelKMeans(n_clusters=4, kernel="rbf", gamma=0.05, random_state=0),
     "classifier-knn": lambda: KernelKNeighborsClassifier(n_neighbors=3, kernel="rbf", gamma=0.05, weights="distance"),

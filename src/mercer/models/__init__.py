@@ -13,9 +13,13 @@ from .pca import KernelPCA
 from .perceptron import KernelPerceptron
 from .random_features import RandomFeatureRidge
 from .sketched import SketchedKernelRidge
+from .svm import BudgetSVC, KernelSVC, ReducedSetSVC
 from .ridge import KernelRidge, KernelRidgeClassifier
 
 __all__ = [
+    "BudgetSVC",
+    "KernelSVC",
+    "ReducedSetSVC",
     "ApproximateKernelPCA",
     "SketchedKernelRidge",
     "KMeans",

@@ -46,14 +46,21 @@ log = logging.getLogger(__name__)
 
 def _falkon_preconditioner(K_mm: torch.Tensor, lam: float, eps: float, owner: str):
     """Lower factors ``L`` (``L L^T = K_MM + eps M mean(diag) I``, in place) and ``La``
-    (``La La^T = L^T L / M + lam I``). The shift ``eps * M`` (eps of the tiles' precision, as in
-    FALKON) keeps ``T^{-1}`` from amplifying the rounding of float32 tiles."""
+    (``La La^T ~ L^T L / M + lam I``). The shift ``eps * M`` (eps of the tiles' precision, as in
+    FALKON) keeps ``T^{-1}`` from amplifying the rounding of float32 tiles.
+
+    ``L`` defines the system (``L L^T`` is the ``K_MM`` of the regulariser) and stays float64;
+    ``La`` is only a change of variables (any invertible factor gives the same solution, a good
+    one gives fast convergence), so its M^3 product is formed in the tiles' precision.
+    """
     M = K_mm.shape[0]
     K_mm.diagonal().add_(eps * M * float(K_mm.diagonal().mean().clamp_min(1e-300)))
     fac = jittered_cholesky(K_mm, owner=owner)
-    L = fac.L
-    L = L.tril_()  # the strict upper triangle still holds K_MM's entries
-    C = L.mT @ L
+    L = fac.L.tril_()  # the strict upper triangle still held K_MM's entries
+    work = torch.float32 if eps > 1e-10 else torch.float64
+    Lw = L.to(work)
+    C = (Lw.mT @ Lw).to(torch.float64)
+    del Lw
     C.div_(M).diagonal().add_(lam)
     fa = jittered_cholesky(C, owner=owner)
     return L, fa.L.tril_(), fac.jitter
