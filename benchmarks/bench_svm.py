@@ -1,0 +1,213 @@
+"""Kernel SVMs: mercer's KernelSVC (SMO) against scikit-learn's SVC (LIBSVM), and the cheaper SVMs.
+
+Part 1 — exact SVC, RBF kernel (gamma="scale", C=1), synthetic binary problems with d = 24
+(``make_classification``, 12 informative features, 5% label noise) at n = 5k, 10k, 20k, plus
+Fashion-MNIST (10 classes, one-vs-one; 10k training samples by default, ``--fashion-n 60000`` for
+the full set) when the Debian package is installed. Each fit runs in
+a fresh process (mercer and LIBSVM alternately, same data); reported: fit time and the ratio
+mercer / LIBSVM, test accuracy (10k test points), support vectors, and prediction latency for one
+sample and for 10k samples (best of several calls, in the same process as the fit).
+
+Part 2 — a table on digits (and Fashion-MNIST when installed): accuracy, fit time, model size
+(vectors, or features for the approximate models) and prediction time on the test set for the
+exact SVC, the reduced-set SVC (K = 10%, 5%, 1% of the support vectors), the budget-trained SVC
+and linear SVMs on Nyström / random Fourier features.
+
+Run::
+
+    .venv/bin/python benchmarks/bench_svm.py            # n = 5k, 10k, 20k (~10 min on 2 busy cores)
+    .venv/bin/python benchmarks/bench_svm.py --quick    # n = 2k, 5k
+
+Results: ``benchmarks/results/svm_exact[_quick].json`` / ``svm_models[_quick].json`` and ``.md``. Timings on a shared machine are
+disturbed by other work: compare the ratios, and see the load averages recorded with them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+
+import numpy as np
+
+from _common import RESULTS_DIR, Timer, best_time, git_state, load_average, machine_info, markdown_table, \
+    run_isolated, write_json
+
+SIZES = [5000, 10000, 20000]
+N_TEST = 10000
+#: Fashion-MNIST training subset for the exact comparison. The full 60k set is not run by default:
+#: LIBSVM alone needs well over the ~10 minutes a benchmark may take on the 2 shared cores here.
+FASHION_N = 10000
+
+
+def _synthetic(n: int, seed: int = 0):
+    from sklearn.datasets import make_classification
+
+    X, y = make_classification(n_samples=n + N_TEST, n_features=24, n_informative=12, random_state=seed,
+                               flip_y=0.05)
+    return X[:n], y[:n], X[n:], y[n:]
+
+
+def _fashion():
+    from mercer.datasets import load_fashion_mnist
+
+    try:
+        X, y, Xte, yte = load_fashion_mnist()
+    except (FileNotFoundError, OSError, ValueError) as exc:
+        return None, str(exc).split(".")[0]
+    return (X.astype(np.float64), y, Xte.astype(np.float64), yte), None
+
+
+def _exact_job(lib: str, data: str, n: int, dtype: str = "float64") -> dict:
+    """One fit + predictions in a fresh process (module-level so that it pickles)."""
+    import torch
+
+    torch.set_num_threads(min(2, os.cpu_count() or 1))
+    if data == "synthetic":
+        X, y, Xte, yte = _synthetic(n)
+    else:
+        (X, y, Xte, yte), _ = _fashion()
+        X, y = X[:n], y[:n]
+    if lib == "mercer":
+        from mercer.models.svm import KernelSVC
+
+        KernelSVC().fit(X[:100], y[:100])  # loads the compiled SMO loop (numba cache), not timed
+        est = KernelSVC(dtype=dtype)
+    else:
+        from sklearn.svm import SVC
+
+        est = SVC()
+    with Timer() as t:
+        est.fit(X, y)
+    acc = float((np.asarray(est.predict(Xte)) == yte).mean())
+    one = best_time(lambda: est.predict(Xte[:1]), repeat=20, warmup=2)
+    many = best_time(lambda: est.predict(Xte[:10000]), repeat=2, warmup=0)
+    return dict(fit_s=t.seconds, accuracy=acc, n_sv=int(len(est.support_)), predict_1_ms=one * 1e3,
+                predict_10k_s=many, n_iter=int(np.sum(est.n_iter_)))
+
+
+def part1(sizes, fashion_n, dtypes) -> list[dict]:
+    rows = []
+    cases = [("synthetic", n) for n in sizes] + ([("fashion", fashion_n)] if fashion_n else [])
+    for data, n in cases:
+        ref = run_isolated(_exact_job, "sklearn", data, n).result
+        for dt in dtypes:
+            ours = run_isolated(_exact_job, "mercer", data, n, dt).result
+            row = dict(data=data, n=n, dtype=dt, mercer_fit_s=round(ours["fit_s"], 2), libsvm_fit_s=round(ref["fit_s"], 2),
+                       fit_ratio=round(ours["fit_s"] / ref["fit_s"], 3), mercer_acc=round(ours["accuracy"], 4),
+                       libsvm_acc=round(ref["accuracy"], 4), mercer_sv=ours["n_sv"], libsvm_sv=ref["n_sv"],
+                       mercer_iter=ours["n_iter"], libsvm_iter=ref["n_iter"],
+                       mercer_pred1_ms=round(ours["predict_1_ms"], 3), libsvm_pred1_ms=round(ref["predict_1_ms"], 3),
+                       mercer_pred10k_s=round(ours["predict_10k_s"], 3), libsvm_pred10k_s=round(ref["predict_10k_s"], 3),
+                       load=load_average())
+            print(row, flush=True)
+            rows.append(row)
+    return rows
+
+
+def _model_rows(name, X, y, Xte, yte, quick: bool) -> list[dict]:
+    from sklearn.svm import SVC
+
+    from mercer.models.svm import BudgetSVC, KernelSVC
+
+    out = []
+
+    def record(label, est, fit_s, size):
+        pred = best_time(lambda: est.predict(Xte), repeat=3, warmup=1)
+        acc = float((np.asarray(est.predict(Xte)) == yte).mean())
+        out.append(dict(data=name, model=label, accuracy=round(acc, 4), fit_s=round(fit_s, 3), size=size,
+                        predict_s=round(pred, 4)))
+        print(out[-1], flush=True)
+
+    KernelSVC().fit(X[:100], y[:100])
+    with Timer() as t:
+        ref = SVC().fit(X, y)
+    record("LIBSVM SVC (scikit-learn)", ref, t.seconds, f"{len(ref.support_)} SV")
+    with Timer() as t:
+        svc = KernelSVC().fit(X, y)
+    n_sv = len(svc.support_)
+    record("exact KernelSVC", svc, t.seconds, f"{n_sv} SV")
+    for frac in (0.10, 0.05, 0.01):
+        with Timer() as t:
+            red = svc.reduce(frac, random_state=0)
+        K = red.support_vectors_.shape[0]
+        record(f"reduced set, K = {int(frac * 100)}% of SV", red, t.seconds, f"{K} vectors (+ exact fit {svc.fit_time_:.2f} s)")
+    K = max(10, int(0.05 * n_sv))
+    with Timer() as t:
+        bud = BudgetSVC(n_vectors=K, C=10.0, max_iter=50 if quick else 100, random_state=0).fit(X, y)
+    record(f"budget-trained, K = {K} (5% of SV)", bud, t.seconds, f"{K} vectors")
+    try:
+        from mercer.approx import Nystroem, RandomFourierFeatures  # noqa: F401
+        have_approx = True
+    except ImportError:
+        have_approx = False
+        out.append(dict(data=name, model="approximate SVMs", accuracy=None, fit_s=None,
+                        size="skipped: mercer.approx.Nystroem / RandomFourierFeatures not importable", predict_s=None))
+    if have_approx:
+        for approx, m in (("nystroem", K), ("nystroem", 4 * K), ("rff", 8 * K)):
+            with Timer() as t:
+                est = KernelSVC(approximation=approx, n_components=m, random_state=0).fit(X, y)
+            record(f"linear SVM on {approx} features", est, t.seconds, f"{m} features")
+    return out
+
+
+def part2(quick: bool) -> tuple[list[dict], list[str]]:
+    from sklearn.datasets import load_digits
+    from sklearn.model_selection import train_test_split
+
+    notes = []
+    X, y = load_digits(return_X_y=True)
+    X = X / 16.0
+    Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=0.3, random_state=0, stratify=y)
+    rows = _model_rows("digits", Xtr, ytr, Xte, yte, quick)
+    data, why = _fashion()
+    if data is None:
+        notes.append(f"Fashion-MNIST not installed ({why}); its rows are absent.")
+    else:
+        Xf, yf, Xfte, yfte = data
+        n = 2000 if quick else 5000
+        rows += _model_rows(f"fashion-mnist {n}", Xf[:n], yf[:n], Xfte, yfte, quick)
+    return rows, notes
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--quick", action="store_true", help="n = 2k, 5k; short budget training")
+    p.add_argument("--sizes", type=int, nargs="*", default=None)
+    p.add_argument("--fashion-n", type=int, default=None, help="Fashion-MNIST training subset (e.g. 60000)")
+    p.add_argument("--float32", action="store_true", help="also time mercer with dtype=float32")
+    p.add_argument("--skip-table", action="store_true")
+    p.add_argument("--skip-exact", action="store_true")
+    args = p.parse_args(argv)
+    sizes = args.sizes or ([2000, 5000] if args.quick else SIZES)
+    data, why = _fashion()
+    notes = [f"Fashion-MNIST 60k not run: LIBSVM alone would exceed the ~10 min budget here; {FASHION_N} training samples instead."] \
+        if data is not None else [f"Fashion-MNIST not run: not installed ({why})."]
+    suffix = "_quick" if args.quick else ""
+    head = dict(machine=machine_info(), git=git_state(), started=time.strftime("%Y-%m-%d %H:%M:%S"))
+    if not args.skip_exact:
+        out = dict(head, load_start=load_average(), loadavg_start=os.getloadavg())
+        out["exact"] = part1(sizes, None if data is None else (args.fashion_n or (5000 if args.quick else FASHION_N)),
+                             ["float64", "float32"] if args.float32 else ["float64"])
+        out.update(notes=notes, load_end=load_average(), loadavg_end=os.getloadavg())
+        write_json(RESULTS_DIR / f"svm_exact{suffix}.json", out)
+        md = (f"# KernelSVC vs LIBSVM (exact, RBF)\n\n{out['machine']}\n\nload at start {out['load_start']}, at end "
+              f"{out['load_end']}\n\nfit_ratio = mercer fit time / LIBSVM fit time (fresh process each)\n\n"
+              + markdown_table(out["exact"]) + "\n\n" + "\n".join(f"- {n}" for n in notes) + "\n")
+        (RESULTS_DIR / f"svm_exact{suffix}.md").write_text(md)
+        print(md, flush=True)
+    if not args.skip_table:
+        out = dict(head, load_start=load_average(), loadavg_start=os.getloadavg())
+        rows2, notes2 = part2(args.quick)
+        out.update(table=rows2, notes=notes2, load_end=load_average(), loadavg_end=os.getloadavg())
+        write_json(RESULTS_DIR / f"svm_models{suffix}.json", out)
+        md = (f"# Cheaper SVMs\n\n{out['machine']}\n\nload at start {out['load_start']}, at end {out['load_end']}\n\n"
+              + markdown_table(rows2) + "\n\n" + "\n".join(f"- {n}" for n in notes2) + "\n")
+        (RESULTS_DIR / f"svm_models{suffix}.md").write_text(md)
+        print(md, flush=True)
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    main()
