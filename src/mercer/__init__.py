@@ -5,27 +5,25 @@
 >>> model = mercer.KernelRidge(alpha=1.0, kernel=0.5 * RBF(gamma=0.1) + Linear()).fit(X, y)
 """
 
-from . import approx, kernels, linalg
+from . import approx, kernels, linalg, models
 from ._config import Config, config_context, get_config, set_config
-from .approx import IncompleteCholesky, LandmarkFeatures, Nystroem, PolynomialFeatureMap, RandomFourierFeatures
-from .models import (KernelPCA, KernelRidge, KernelRidgeClassifier, NystroemKernelRidge, NystroemKernelRidgeClassifier,
-                     RandomFeatureRidge)
+from .approx import (IncompleteCholesky, LandmarkFeatures, Nystroem, PolynomialFeatureMap, RandomFourierFeatures,
+                     RandomMaclaurin, TensorSketch)
+from .models import *  # noqa: F403  (every estimator, also as mercer.<Name>)
+from .models import __all__ as _MODELS
 
 __version__ = "0.1.0"
 
-__all__ = [
+__all__ = _MODELS + [
     "Config",
     "IncompleteCholesky",
-    "KernelPCA",
-    "KernelRidge",
-    "KernelRidgeClassifier",
     "LandmarkFeatures",
     "Nystroem",
-    "NystroemKernelRidge",
-    "NystroemKernelRidgeClassifier",
     "PolynomialFeatureMap",
-    "RandomFeatureRidge",
     "RandomFourierFeatures",
+    "RandomMaclaurin",
+    "TensorSketch",
+    "models",
     "__version__",
     "approx",
     "config_context",
