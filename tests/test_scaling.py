@@ -285,16 +285,17 @@ def test_nystroem_krr_with_all_centres_equals_exact_krr(diabetes):
     X, y = diabetes
     exact = KernelRidge(alpha=0.1, kernel="rbf", gamma=0.5).fit(X, y).predict(X)
     m = NystroemKernelRidge(alpha=0.1, kernel="rbf", gamma=0.5, n_centers=len(X), dtype="float64", tol=1e-10,
-                            random_state=0).fit(X, y)
+                            solver="cg", random_state=0).fit(X, y)
     np.testing.assert_allclose(m.predict(X), exact, rtol=1e-7, atol=1e-7 * np.abs(exact).max())
     # the FALKON preconditioner is exact when the centres are all the points: one CG step
     one = NystroemKernelRidge(alpha=0.1, kernel="rbf", gamma=0.5, n_centers=len(X), dtype="float64", tol=1e-6,
-                              random_state=0).fit(X, y)
+                              solver="cg", random_state=0).fit(X, y)
     assert one.n_iter_[0] == 1
     np.testing.assert_allclose(one.predict(X), exact, rtol=1e-5, atol=1e-5 * np.abs(exact).max())
 
 
-def test_nystroem_krr_matches_the_dense_normal_equations(small):
+@pytest.mark.parametrize("solver", ["cg", "direct"])
+def test_nystroem_krr_matches_the_dense_normal_equations(small, solver):
     X, y = small
     y = y.astype(float)
     Z = X[::7]
@@ -302,7 +303,8 @@ def test_nystroem_krr_matches_the_dense_normal_equations(small):
     w = np.random.default_rng(0).uniform(0.5, 2.0, size=len(y))
     beta = _direct_nystroem(k, X, Z, y, 0.3, w)
     m = NystroemKernelRidge(alpha=0.3, kernel=k, centers=readonly(Z), dtype="float64", tol=1e-12,
-                            max_iter=500).fit(readonly(X), readonly(y), sample_weight=w)
+                            max_iter=500, solver=solver).fit(readonly(X), readonly(y), sample_weight=w)
+    assert m.solver_ == solver
     np.testing.assert_allclose(m.predict(X), k(X, Z).numpy() @ beta, rtol=1e-6, atol=1e-6)
 
 
@@ -321,17 +323,19 @@ def test_integer_weights_equal_repeated_rows_with_fixed_centres(small):
 def test_float32_tiles_are_close_to_float64(small):
     X, y = small
     y = y.astype(float)
-    kw = dict(alpha=0.5, kernel="rbf", gamma=0.05, n_centers=60, random_state=0, tol=1e-8, max_iter=300)
+    kw = dict(alpha=0.5, kernel="rbf", gamma=0.05, n_centers=60, random_state=0, tol=1e-8, max_iter=300, solver="cg")
     p64 = NystroemKernelRidge(dtype="float64", **kw).fit(X, y).predict(X)
     p32 = NystroemKernelRidge(dtype="float32", **kw).fit(X, y).predict(X)
     # float32 tiles plus FALKON's eps * M shift of K_MM: agreement to a few 1e-3 on this ill-conditioned Gram
     assert np.abs(p32 - p64).max() < 5e-3 * np.abs(p64).max()
 
 
-def test_multi_output_with_per_target_alpha_equals_separate_fits(small):
+@pytest.mark.parametrize("solver", ["cg", "direct"])
+def test_multi_output_with_per_target_alpha_equals_separate_fits(small, solver):
     X, y = small
     Y = np.column_stack([y, (y % 3).astype(float)])
-    kw = dict(kernel="rbf", gamma=0.05, n_centers=50, random_state=0, dtype="float64", tol=1e-12, max_iter=500)
+    kw = dict(kernel="rbf", gamma=0.05, n_centers=50, random_state=0, dtype="float64", tol=1e-12, max_iter=500,
+              solver=solver)
     both = NystroemKernelRidge(alpha=[0.1, 2.0], **kw).fit(X, Y).predict(X)
     np.testing.assert_allclose(both[:, 0], NystroemKernelRidge(alpha=0.1, **kw).fit(X, Y[:, 0]).predict(X),
                                rtol=1e-7, atol=1e-8)
@@ -339,10 +343,11 @@ def test_multi_output_with_per_target_alpha_equals_separate_fits(small):
                                rtol=1e-7, atol=1e-8)
 
 
-def test_nystroem_krr_tiny_budget_matches_default(small):
+@pytest.mark.parametrize("solver", ["cg", "direct"])
+def test_nystroem_krr_tiny_budget_matches_default(small, solver):
     X, y = small
     kw = dict(alpha=0.3, kernel="rbf", gamma=0.05, n_centers=40, random_state=0, dtype="float64", tol=1e-12,
-              max_iter=500)
+              max_iter=500, solver=solver)
     a = NystroemKernelRidge(**kw).fit(X, y).predict(X)
     b = NystroemKernelRidge(memory_budget=300_000, **kw).fit(X, y).predict(X)
     np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-9)
@@ -370,9 +375,18 @@ def test_nystroem_krr_warns_when_cg_stops_early(small):
     X, y = small
     with pytest.warns(ConvergenceWarning, match=r"stopped after 2 iterations \(max_iter\) with relative residual"):
         m = NystroemKernelRidge(alpha=1e-6, kernel="rbf", gamma=0.05, n_centers=100, max_iter=2, tol=1e-12,
-                                random_state=0).fit(X, y)
+                                solver="cg", random_state=0).fit(X, y)
     assert m.n_iter_[0] == 2 and m.residual_[0] > 1e-12
     assert np.isfinite(m.predict(X)).all()
+
+
+def test_direct_and_cg_solvers_agree_and_auto_picks_by_m(small):
+    X, y = small
+    kw = dict(alpha=0.2, kernel="rbf", gamma=0.05, n_centers=80, random_state=0, dtype="float64")
+    cg = NystroemKernelRidge(solver="cg", tol=1e-12, max_iter=1000, **kw).fit(X, y)
+    direct = NystroemKernelRidge(**kw).fit(X, y)
+    assert direct.solver_ == "direct" and cg.solver_ == "cg" and direct.n_iter_[0] == 1
+    np.testing.assert_allclose(direct.predict(X), cg.predict(X), rtol=1e-7, atol=1e-7)
 
 
 def test_nystroem_krr_bad_input(small):
@@ -383,8 +397,12 @@ def test_nystroem_krr_bad_input(small):
         NystroemKernelRidge(centers=np.ones((3, 2))).fit(X, y)
     with pytest.raises(MemoryBudgetError, match="Use fewer centres"):
         NystroemKernelRidge(n_centers=200, memory_budget=100_000).fit(X, y)
+    with pytest.raises(MemoryBudgetError, match="Use fewer centres"):
+        NystroemKernelRidge(n_centers=200, solver="cg", memory_budget=100_000).fit(X, y)
     with pytest.raises(ValueError, match="'alpha' parameter"):
         NystroemKernelRidge(alpha=-1.0).fit(X, y)
+    with pytest.raises(ValueError, match="'solver' parameter of NystroemKernelRidge must be one of"):
+        NystroemKernelRidge(solver="lsqr").fit(X, y)
     with pytest.raises(ValueError, match="'preconditioner'"):
         NystroemKernelRidge(preconditioner="jacobi").fit(X, y)
     Xn = X.copy()

@@ -149,6 +149,25 @@ class KernelOperator:
                     out[c].add_(self.tile(r, c).T @ w)
         return out[:, 0] if squeeze else out
 
+    def kt_k(self, *, weights: torch.Tensor | None = None, out_dtype: torch.dtype | None = None) -> torch.Tensor:
+        """``K.T @ diag(weights) @ K`` (m x m) in one pass over full-width row blocks; the per-block
+        products are summed in ``out_dtype``. Needs the m x m result in memory (the caller checks)."""
+        out_dtype = out_dtype or self.dtype
+        if weights is not None:
+            weights = self._vec(weights)
+            self._check_len(weights, self.shape[0], "weights")
+        m = self.shape[1]
+        out = torch.zeros(m, m, dtype=out_dtype, device=self.device)
+        cols = self._col_slices()
+        for r in self._row_slices():
+            Kr = self.tile(r, cols[0]) if len(cols) == 1 else torch.cat([self.tile(r, c) for c in cols], dim=1)
+            Kw = Kr if weights is None else Kr * weights[r, None]
+            if out_dtype == self.dtype:
+                out.addmm_(Kw.T, Kr)
+            else:
+                out.add_(Kw.T @ Kr)
+        return out
+
     def diag(self) -> torch.Tensor:
         """Diagonal of a square operator, shape ``(n,)``."""
         if not self.symmetric:
