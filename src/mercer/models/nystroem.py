@@ -69,10 +69,13 @@ def _falkon_preconditioner(K_mm: torch.Tensor, lam: float, eps: float, owner: st
 class _NystroemRidgeBase(KernelEstimatorMixin, BaseEstimator):
     _PRECONDITIONERS = ("falkon", "none")
     _SOLVERS = ("auto", "cg", "direct")
-    #: "auto" solves directly up to this many centres: forming K_nM^T K_nM in float64 costs 2 n M^2
-    #: flops (~70 GFLOP/s here), CG about 20 passes over n M float32 kernel entries (~4.5e8/s);
-    #: they break even near M = 1,500 on this machine's kind.
-    DIRECT_MAX_CENTERS = 1500
+    @staticmethod
+    def direct_max_centers(n_features: int) -> int:
+        """Largest M for which ``solver="auto"`` solves directly. Per kernel entry, the direct solve
+        costs (2M + 2d) float64 flops (~70 GFLOP/s on this project's machines), CG about 20
+        iterations of (1.5 ns + 2d flops at ~80 GFLOP/s) for a float32 tile: they break even at
+        M = 1050 + 16.5 d (about 1,500 for d = 28, 14,000 for Fashion-MNIST's d = 784)."""
+        return int(1050 + 16.5 * n_features)
 
     def _check_params(self, n: int) -> int:
         owner = type(self).__name__
@@ -115,7 +118,9 @@ class _NystroemRidgeBase(KernelEstimatorMixin, BaseEstimator):
             raise ValueError(f"{owner} needs a kernel on feature vectors; kernel='precomputed' is not supported "
                              "(use KernelRidge).")
         self._setup_compute(X)
-        direct = self.solver == "direct" or (self.solver == "auto" and M <= self.DIRECT_MAX_CENTERS)
+        direct = self.solver == "direct" or (
+            self.solver == "auto" and M <= self.direct_max_centers(X.shape[1])
+            and 3 * M * M * 8 + 2 * M * Y.shape[1] * 8 * 6 <= self._budget)
         need = (3 if direct else 2) * M * M * 8 + 2 * M * Y.shape[1] * 8 * 6
         if need > self._budget:
             raise MemoryBudgetError(
@@ -248,7 +253,8 @@ _PARAMS_DOC = """
         "cg": FALKON-preconditioned conjugate gradient, K_nM recomputed every iteration (memory
         O(n d + M^2), time O(n M d) per iteration). "direct": ``K_nM^T W K_nM`` formed in float64 in one
         pass over the tiles and the M x M system solved by Cholesky (time O(n M^2), exact, robust to
-        ill-conditioning). "auto": direct up to ``DIRECT_MAX_CENTERS`` (1,500) centres, else CG.
+        ill-conditioning). "auto": direct up to ``direct_max_centers(d)`` = 1050 + 16.5 d centres (when its three M x M
+        float64 matrices fit the budget), else CG.
     max_iter : int, default=100
         Conjugate-gradient iterations at most.
     tol : float, default=1e-3
