@@ -20,6 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+import torch
 from numba import njit
 
 __all__ = ["SMOResult", "solve_smo"]
@@ -300,7 +301,11 @@ def solve_smo(rows: Callable[[np.ndarray], np.ndarray], diag: np.ndarray, y: np.
     n_slots = int(max(2, min(cache_rows, n)))
     # a batch at most an eighth of the cache: prefetched rows must not evict the useful ones
     batch = int(max(1, min(batch, n_slots // 8)))
-    cache = np.empty((n_slots, n), dtype=cache_dtype)
+    # torch's allocator, not numpy's: numpy madvises large blocks for transparent huge pages, and
+    # with THP defrag in "madvise" mode every first touch then waits on compaction (measured on
+    # this project's VMs: 800 MB in 2.8 s vs 0.46 s) -- and the cache is written once per row.
+    cache = torch.empty((n_slots, n), dtype=torch.float32 if np.dtype(cache_dtype) == np.float32
+                        else torch.float64).numpy()
     slot_of = np.full(n, -1, dtype=np.int64)
     owner = np.full(n_slots, -1, dtype=np.int64)
     last_used = np.zeros(n_slots, dtype=np.int64)
