@@ -605,3 +605,36 @@ def test_cuda_matches_reference(kernel, reference, make_data):
     assert_close(K, reference(X, Z), tol=1e-10)
     assert_close(d, np.diag(reference(X, X)), tol=1e-10)
     assert_close(kernel(Xc, Z), K)  # numpy second argument follows the first onto the device
+
+
+# -- small-batch cache of the RBF kernel's augmented right-hand rows --------------------------------
+def test_rbf_small_batch_cache_is_exact_and_follows_edits():
+    import gc
+
+    from mercer.kernels import _stationary
+
+    g = torch.Generator().manual_seed(3)
+    Z = torch.randn(300, 7, generator=g, dtype=torch.float64)
+    x = torch.randn(2, 7, generator=g, dtype=torch.float64)
+    k = RBF(gamma=0.3)
+    naive = lambda a, b: torch.exp(-0.3 * ((a[:, None, :] - b[None, :, :]) ** 2).sum(-1))  # noqa: E731
+    assert_close(k(x, Z), naive(x, Z).detach(), tol=1e-12)
+    assert id(Z) in _stationary._right_cache
+    assert_close(k(x, Z), naive(x, Z).detach(), tol=1e-12)  # from the cache
+    Z[5] += 1.0  # an in-place edit must not be served stale
+    assert_close(k(x, Z), naive(x, Z).detach(), tol=1e-12)
+    assert_close(RBF(gamma=0.7)(x, Z), naive(x, Z) ** (0.7 / 0.3), tol=1e-12)  # another gamma: no stale hit
+    key = id(Z)
+    del Z
+    gc.collect()
+    assert key not in _stationary._right_cache  # the entry goes with the tensor
+
+
+def test_rbf_small_batch_cache_skips_autograd():
+    from mercer.kernels import _stationary
+
+    Z = torch.randn(50, 3, dtype=torch.float64, requires_grad=True)
+    x = torch.randn(1, 3, dtype=torch.float64)
+    RBF(gamma=0.5)(x, Z).sum().backward()
+    assert id(Z) not in _stationary._right_cache
+    assert Z.grad is not None and torch.isfinite(Z.grad).all()

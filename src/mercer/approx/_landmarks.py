@@ -182,7 +182,8 @@ def nystroem_normalization(kernel: Kernel, Z: torch.Tensor, method: str = "eig",
     Computed in float64 whatever the data's dtype.
     """
     from ..linalg import jittered_cholesky
-    from ..linalg._eig import DENSE_SERIAL_MAX_N, _num_threads
+    from .._backend import num_threads as _num_threads
+    from ..linalg._eig import DENSE_SERIAL_MAX_N
 
     K = kernel(Z.to(torch.float64))
     M = K.shape[0]

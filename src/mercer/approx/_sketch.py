@@ -40,7 +40,7 @@ from .._backend import as_output, make_generator, resolve_device, resolve_dtype,
 from .._validation import check_array_like, describe
 from ..kernels import Linear, Polynomial
 from ..linalg import default_memory_budget
-from ..linalg._eig import _num_threads
+from .._backend import num_threads as _num_threads
 
 #: Below this many output entries (rows x n_components) a transform runs on one thread: on a CPU
 #: shared with other processes a small multi-threaded op waits scheduler slices for its second

@@ -119,7 +119,7 @@ def _kpca(out, X, params, *, device, dtype, progress):
     trace = float(np.trace(K) - K.sum() / n)  # variance of the training set in feature space, times n
     print(f"\ndigits KernelPCA: train {n} / test {len(Xte)}; top {k} components of RBF(gamma={gamma:g}), "
           "the first 2 kept as a 2-D map", file=out)
-    rows, maps = [], {}
+    rows = []
     with Progress(f"digits: fitting 2 kernel PCAs on {n} samples", enabled=progress):
         KernelPCA(2, kernel="rbf", gamma=gamma, device=device, dtype=dtype).fit(Xtr[:30])  # warm-up
         SkKernelPCA(2, kernel="rbf", gamma=gamma).fit(Xtr[:30])

@@ -41,6 +41,14 @@ def _as_tensor(X, like: torch.Tensor | None = None) -> torch.Tensor:
     return X
 
 
+def _take(X: torch.Tensor, s: slice) -> torch.Tensor:
+    """``X[s]``, or ``X`` itself when the slice covers it (keeps the tensor's identity, which the
+    RBF kernel's cache of augmented rows is keyed on)."""
+    if s.step in (None, 1) and (s.start or 0) == 0 and (s.stop is None or s.stop >= X.shape[0]):
+        return X
+    return X[s]
+
+
 def _fmt(value) -> str:
     if isinstance(value, torch.Tensor) and value.numel() == 1:
         value = value.item()
@@ -71,7 +79,7 @@ class Kernel:
 
     def block(self, X: torch.Tensor, Z: torch.Tensor, rows: slice, cols: slice) -> torch.Tensor:
         """One tile ``K(X[rows], Z[cols])`` of a larger kernel matrix (used by the block engine)."""
-        return self._pairwise(X[rows], Z[cols])
+        return self._pairwise(_take(X, rows), _take(Z, cols))
 
     def scratch(self, n_features: int) -> float:
         """Extra working memory of ``_pairwise``, in multiples of the output block."""

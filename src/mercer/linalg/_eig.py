@@ -14,17 +14,15 @@ reported in every result.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import numbers
 import warnings
 
-import numpy as np
 import scipy.linalg as sla
-import threadpoolctl
 import torch
 from sklearn.exceptions import ConvergenceWarning
 
+from .._backend import num_threads as _num_threads
 from .._backend import resolve_device, resolve_dtype
 from .._validation import describe
 
@@ -214,27 +212,6 @@ def _solve(A, n_components, method, tol, max_iter, generator, n_oversamples, blo
         return _finish(values, vectors, res, method, op.calls, ok, tol, max_iter)
 
 
-@contextlib.contextmanager
-def _num_threads(n: int | None):
-    """Run a block with ``n`` intra-op threads (``None``: leave as is), restoring the setting after.
-
-    The iterative solvers do their O(n k^2) bookkeeping (projections, QR, small eigh) on one
-    thread and the products with ``A`` on the caller's threads: on a CPU shared with other
-    processes, every multi-threaded small op can wait a scheduler slice for its second thread
-    (measured: eigh of 80 x 80 from 0.6 ms to 110 ms, QR of 5000 x 20 from 0.9 to 20 ms), while
-    on an idle CPU these ops are a small fraction of a product with ``A``.
-    """
-    old = torch.get_num_threads()
-    if n is None or n == old:
-        yield
-        return
-    torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(old)
-
-
 # -- validation ----------------------------------------------------------------------------------
 
 def _as_operator(A, n, dtype, device) -> _Operator:
@@ -361,7 +338,7 @@ def _orthonormalize(W: torch.Tensor, Q: torch.Tensor, op: _Operator, gen: torch.
 
 def _dense(op: _Operator, k: int):
     if op.device.type == "cpu" and op.n <= DENSE_SERIAL_MAX_N:
-        with _num_threads(1), threadpoolctl.threadpool_limits(1, user_api="blas"):
+        with _num_threads(1, blas=True):
             return _dense_eigh(op.dense, k)
     return _dense_eigh(op.dense, k)
 

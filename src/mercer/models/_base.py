@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import torch
+from sklearn.utils.class_weight import compute_class_weight
 from sklearn.utils.validation import _check_sample_weight
 
 from .._backend import resolve_device, resolve_dtype, to_tensor
@@ -11,7 +12,30 @@ from .._validation import check_array_like, describe, is_torch
 from ..kernels import resolve_kernel
 from ..linalg import default_memory_budget
 
-__all__ = ["KernelEstimatorMixin"]
+__all__ = ["KernelEstimatorMixin", "class_weights"]
+
+
+def class_weights(owner: str, class_weight, classes: np.ndarray, y: np.ndarray, sample_weight=None) -> np.ndarray:
+    """Weight of each class (aligned with ``classes``) from a ``class_weight`` parameter: None,
+    "balanced" or a dict {label: weight}, validated with errors naming ``owner``. "balanced"
+    counts samples with ``sample_weight`` when given (a weight of 2 = a repeated sample); LIBSVM's
+    estimators pass none, as scikit-learn's SVC does."""
+    if class_weight is None:
+        return np.ones(len(classes))
+    if not (isinstance(class_weight, dict) or (isinstance(class_weight, str) and class_weight == "balanced")):
+        raise ValueError(
+            f"The 'class_weight' parameter of {owner} must be None, 'balanced' or a dict "
+            f"{{label: weight}}. Got {describe(class_weight)} instead."
+        )
+    if isinstance(class_weight, dict):
+        known = set(classes.tolist())
+        unknown = [k for k in class_weight if k not in known]
+        if unknown:
+            raise ValueError(f"{owner}: class_weight has labels {unknown} that are not in y (classes {classes.tolist()}).")
+        bad = {k: v for k, v in class_weight.items() if not np.isfinite(v) or v < 0}
+        if bad:
+            raise ValueError(f"{owner}: class_weight values must be finite and >= 0; got {bad}.")
+    return compute_class_weight(class_weight, classes=classes, y=y, sample_weight=sample_weight)
 
 
 class KernelEstimatorMixin:

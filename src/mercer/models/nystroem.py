@@ -35,7 +35,8 @@ from .._validation import describe
 from ..approx._landmarks import check_landmarks_param, select_landmarks
 from ..linalg import (ConvergenceWarning, KernelOperator, MemoryBudgetError, conjugate_gradient, format_bytes,
                       jittered_cholesky)
-from ..linalg._eig import DENSE_SERIAL_MAX_N, _num_threads
+from .._backend import num_threads as _num_threads
+from ..linalg._eig import DENSE_SERIAL_MAX_N
 from ._base import KernelEstimatorMixin
 from .ridge import _check_alpha, _classification_targets, _predict_labels
 

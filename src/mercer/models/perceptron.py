@@ -23,7 +23,6 @@ the kernel blocks are computed with torch on the fit's device.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import numbers
 import time
@@ -31,19 +30,18 @@ import warnings
 from collections import OrderedDict
 
 import numpy as np
-import threadpoolctl
 import torch
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
-from sklearn.utils.class_weight import compute_class_weight
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, column_or_1d
 
-from .._backend import as_output, to_numpy
+from .._backend import as_output, serial_if_small, to_numpy
 from .._validation import describe
 from ..linalg import KernelOperator
 from ._base import KernelEstimatorMixin
+from ._base import class_weights as _class_weights
 
 __all__ = ["KernelPerceptron"]
 
@@ -58,22 +56,10 @@ _MIN_BLOCK = 128
 _SMALL_N = 2048
 
 
-@contextlib.contextmanager
 def _serial_if_small(device: torch.device, n: int, limit: int = 1000):
-    """Run small CPU problems on one intra-op thread (restored after). On a CPU shared with other
-    processes, every small multi-threaded op can wait a scheduler slice for its second thread
-    (measured here: eigh of 200 x 200 in 5 s on two threads while other processes were busy, a
-    few ms on one), and at this size a second thread saves little anyway."""
-    old = torch.get_num_threads()
-    if device.type != "cpu" or n > limit or old == 1:
-        yield
-        return
-    torch.set_num_threads(1)
-    try:
-        with threadpoolctl.threadpool_limits(1, user_api="blas"):
-            yield
-    finally:
-        torch.set_num_threads(old)
+    """Problems of up to ``limit`` samples run on one thread (torch and BLAS): see
+    :func:`mercer._backend.num_threads` for the measurements behind it."""
+    return serial_if_small(device, n, limit, blas=True)
 
 
 def _check_labels(owner: str, X, y):
@@ -92,26 +78,6 @@ def _check_labels(owner: str, X, y):
             f"one class: {classes[0].item()!r}."
         )
     return y, classes, codes
-
-
-def _class_weights(owner: str, class_weight, classes, y, sample_weight=None) -> np.ndarray:
-    """Weight of each class (array aligned with ``classes``), validated; "balanced" counts the
-    samples with their weights (so that a weight of 2 is the same as a repeated sample)."""
-    if class_weight is None:
-        return np.ones(len(classes))
-    if not (class_weight == "balanced" or isinstance(class_weight, dict)):
-        raise ValueError(
-            f"The 'class_weight' parameter of {owner} must be None, 'balanced' or a dict "
-            f"{{label: weight}}. Got {describe(class_weight)} instead."
-        )
-    if isinstance(class_weight, dict):
-        unknown = [k for k in class_weight if k not in set(classes.tolist())]
-        if unknown:
-            raise ValueError(f"{owner}: class_weight has labels {unknown} that are not in y (classes {classes.tolist()}).")
-        bad = {k: v for k, v in class_weight.items() if not np.isfinite(v) or v < 0}
-        if bad:
-            raise ValueError(f"{owner}: class_weight values must be finite and >= 0; got {bad}.")
-    return compute_class_weight(class_weight, classes=classes, y=y, sample_weight=sample_weight)
 
 
 class KernelPerceptron(ClassifierMixin, KernelEstimatorMixin, BaseEstimator):

@@ -12,7 +12,6 @@ from __future__ import annotations
 import numbers
 import time
 
-import numpy as np
 import torch
 from sklearn.base import BaseEstimator, MultiOutputMixin, RegressorMixin
 from sklearn.utils.validation import check_is_fitted

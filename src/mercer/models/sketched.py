@@ -45,7 +45,6 @@ import math
 import numbers
 import time
 
-import numpy as np
 import torch
 from sklearn.base import BaseEstimator, MultiOutputMixin, RegressorMixin
 from sklearn.utils.validation import check_is_fitted
@@ -53,7 +52,8 @@ from sklearn.utils.validation import check_is_fitted
 from .._backend import as_output, make_generator
 from .._validation import describe
 from ..linalg import KernelOperator, MemoryBudgetError, format_bytes, jittered_cholesky
-from ..linalg._eig import DENSE_SERIAL_MAX_N, _num_threads
+from .._backend import num_threads as _num_threads
+from ..linalg._eig import DENSE_SERIAL_MAX_N
 from ._base import KernelEstimatorMixin
 
 __all__ = ["SketchedKernelRidge", "fwht"]

@@ -34,16 +34,15 @@ import scipy.sparse as sp
 import torch
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.utils.class_weight import compute_class_weight
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, column_or_1d
 
-from .._backend import as_output, to_numpy
+from .._backend import as_output, serial_if_small, to_numpy
 from ..kernels import RBF, Kernel, Sigmoid
 from ..kernels._base import Product, Scaled, Sum
 from ..linalg import KernelOperator, MemoryBudgetError, format_bytes
 from ..linalg import NumericalWarning
-from ._base import KernelEstimatorMixin
+from ._base import KernelEstimatorMixin, class_weights
 from ._smo import solve_smo
 
 __all__ = ["KernelSVC", "ReducedSetSVC", "BudgetSVC"]
@@ -54,21 +53,10 @@ log = logging.getLogger(__name__)
 _MAX_BATCH = 64
 
 
-class _few_threads:
-    """Run small CPU work on one torch thread: below ~4M kernel entries an OpenMP team costs more
-    than it saves (one-sample prediction: 0.5 ms on one thread, 20+ ms on two busy cores)."""
-
-    def __init__(self, device: torch.device, work: float, limit: float = 2**22):
-        self.on = device.type == "cpu" and work < limit and torch.get_num_threads() > 1
-
-    def __enter__(self):
-        if self.on:
-            self.prev = torch.get_num_threads()
-            torch.set_num_threads(1)
-
-    def __exit__(self, *exc):
-        if self.on:
-            torch.set_num_threads(self.prev)
+def _few_threads(device: torch.device, work: float, limit: float = 2**22):
+    """Below ~4M kernel entries an OpenMP team costs more than it saves (one-sample prediction:
+    0.5 ms on one thread, 20+ ms on two busy cores): run on one torch thread."""
+    return serial_if_small(device, work, limit)
 
 
 # -- parameter checks ---------------------------------------------------------------------------
@@ -142,15 +130,8 @@ def _labels(owner: str, y, n: int):
 
 
 def _class_weights(owner: str, class_weight, classes, yi) -> np.ndarray:
-    if class_weight is None:
-        return np.ones(len(classes))
-    if isinstance(class_weight, str) and class_weight != "balanced":
-        raise ValueError(f"The 'class_weight' parameter of {owner} must be 'balanced', a dict or None. Got {class_weight!r} instead.")
-    if not isinstance(class_weight, (str, dict)):
-        raise ValueError(f"The 'class_weight' parameter of {owner} must be 'balanced', a dict or None. Got {class_weight!r} instead.")
-    return compute_class_weight(class_weight, classes=np.arange(len(classes)), y=yi) if class_weight == "balanced" \
-        else compute_class_weight({int(np.flatnonzero(classes == c)[0]) if c in classes else c: w
-                                   for c, w in class_weight.items()}, classes=np.arange(len(classes)), y=yi)
+    """Class weights as scikit-learn's SVC: "balanced" from the counts (sample weights ignored)."""
+    return class_weights(owner, class_weight, classes, classes[yi])
 
 
 def _predict_labels(classes, idx, X):
@@ -319,11 +300,10 @@ class _SVCDecisionMixin:
             return (r[:, 0] <= 0).astype(np.int64) if self._mode == "ovo" else (r[:, 0] > 0).astype(np.int64)
         if self._mode == "ovr":
             return r.argmax(axis=1)
+        pairs = np.asarray(self._pairs, dtype=np.int64).reshape(-1, 2)
+        win = np.where(r > 0, pairs[:, 0], pairs[:, 1])  # (n, n_pairs) winner of each machine
         votes = np.zeros((r.shape[0], k), dtype=np.int64)
-        for p, (i, j) in enumerate(self._pairs):
-            pos = r[:, p] > 0
-            votes[pos, i] += 1
-            votes[~pos, j] += 1
+        np.add.at(votes, (np.arange(r.shape[0])[:, None], win), 1)
         return votes.argmax(axis=1)  # ties: lowest class index, as LIBSVM
 
     def decision_function(self, X):
