@@ -34,6 +34,10 @@ from mercer.models import BudgetSVC, KernelSVC, ReducedSetSVC
 from mercer.models import (KernelKMeans, KernelKNeighborsClassifier, KernelKNeighborsRegressor, KernelLogisticRegression,
                            KernelPerceptron, KernelRadiusNeighborsClassifier, KernelRadiusNeighborsRegressor, KMeans)
 
+from mercer.approx import RandomMaclaurin, TensorSketch
+from mercer.models import (ApproximateKernelPCA, GaussianProcessRegressor, KernelAgglomerative, KernelRidgeCV,
+                           MKLClassifier, MKLRegressor, RandomFeatureRidge, SketchedKernelRidge, SparseGPRegressor)
+
 from conftest import cuda, readonly
 
 
@@ -44,6 +48,11 @@ def data(digits):
 
 
 def _output(est, X):
+    if isinstance(est, KernelAgglomerative):  # no out-of-sample map: the fitted tree and cut
+        return np.column_stack([np.asarray(est.labels_)[:-1], est.children_])
+    if isinstance(est, (GaussianProcessRegressor, SparseGPRegressor)):
+        mean, std = est.predict(X, return_std=True)
+        return mean, std
     return est.transform(X) if hasattr(est, "transform") else est.predict(X)
 
 
@@ -85,6 +94,22 @@ CASES = {
     "rnn-regressor": lambda: KernelRadiusNeighborsRegressor(radius=1.3, kernel="rbf", gamma=0.05),
     "incomplete-cholesky": lambda: IncompleteCholesky(kernel="rbf", n_components=10, rule="greedy",
                                                       random_state=0),
+    # models holding other mercer estimators (nested in the model file) or learnt kernels
+    "random-feature-ridge": lambda: RandomFeatureRidge(alpha=0.1, kernel="rbf", gamma=0.05, n_components=40,
+                                                       random_state=0),
+    "sketched-ridge": lambda: SketchedKernelRidge(kernel="rbf", gamma=0.05, n_components=30, sketch="hadamard",
+                                                  random_state=0),
+    "kpca-approximate": lambda: ApproximateKernelPCA(3, kernel="rbf", gamma=0.05, n_features=40, random_state=0),
+    "tensor-sketch-map": lambda: TensorSketch(degree=2, gamma=0.1, n_components=32, random_state=0),
+    "random-maclaurin-map": lambda: RandomMaclaurin(degree=3, gamma=0.1, n_components=32, random_state=0),
+    "gp": lambda: GaussianProcessRegressor(kernel=RBF(0.05) + Linear(), max_iter=20),
+    "gp-sparse": lambda: SparseGPRegressor(n_inducing=15, max_iter=10, random_state=0),
+    "ridge-cv": lambda: KernelRidgeCV(kernel="rbf", gamma=0.05, max_iter=10),
+    "mkl-regressor": lambda: MKLRegressor(kernels=[RBF(0.05), Linear(), Polynomial(degree=2)]),
+    "classifier-mkl": lambda: MKLClassifier(kernels=[RBF(0.05), Laplacian(0.1)], max_iter=100),
+    "classifier-svc-nystroem": lambda: KernelSVC(kernel="rbf", gamma=0.05, approximation="nystroem", n_components=40,
+                                                 random_state=0),
+    "agglomerative-map": lambda: KernelAgglomerative(n_clusters=4, kernel="rbf", gamma=0.05),
 }
 
 
@@ -104,6 +129,7 @@ def _fit(name, est, X, y):
     return est.fit(X, y.astype(float)), X
 
 
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_roundtrip_identical_output(name, data, tmp_path):
     X, y, X_new = data
@@ -118,6 +144,9 @@ def test_roundtrip_identical_output(name, data, tmp_path):
     before, after = _output(est, X_new), _output(loaded, X_new)
     assert type(after) is type(before)
     np.testing.assert_array_equal(after, before)
+    if hasattr(est, "log_marginal_likelihood"):  # the learnable kernel is rebuilt on load
+        theta = est.theta_ + 0.1
+        assert loaded.log_marginal_likelihood(theta) == pytest.approx(est.log_marginal_likelihood(theta), rel=1e-12)
     # parameters come back equal (kernels compare by hyperparameters)
     p1, p2 = est.get_params(), loaded.get_params()
     assert p1.keys() == p2.keys()
@@ -269,6 +298,12 @@ def saved(saved_bytes, tmp_path):
     (lambda m: m["state"].update({"__class__": 1}), "bad state attribute"),
     (lambda m: m["state"].update({"alpha": 5.0}), "bad state attribute 'alpha'"),
     (lambda m: m["state"]["_binarizer"]["state"]["__dict__"].append(["fit", 0]), "bad state attribute 'fit'"),
+    (lambda m: m["state"].update({"nested_": {"__estimator__": "Pipeline", "params": {}, "state": {}, "derived": []}}),
+     "unknown or malformed estimator"),
+    (lambda m: m["state"].update({"nested_": {"__estimator__": "KernelRidge", "params": {}, "state": {},
+                                              "derived": [], "extra": 1}}), "unknown or malformed estimator"),
+    (lambda m: m["state"].update({"nested_": {"__estimator__": "KernelRidge", "params": {"evil": 1}, "state": {},
+                                              "derived": []}}), "not parameters of KernelRidge"),
 ])
 def test_tampered_manifest_refused(saved, edit, match):
     _rewrite_manifest(saved, edit)

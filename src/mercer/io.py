@@ -61,11 +61,23 @@ _ESTIMATORS = {
     "KernelRadiusNeighborsClassifier": ("mercer.models.neighbors", "KernelRadiusNeighborsClassifier"),
     "KernelRadiusNeighborsRegressor": ("mercer.models.neighbors", "KernelRadiusNeighborsRegressor"),
     "KernelLogisticRegression": ("mercer.models.logistic", "KernelLogisticRegression"),
+    "RandomFeatureRidge": ("mercer.models.random_features", "RandomFeatureRidge"),
+    "SketchedKernelRidge": ("mercer.models.sketched", "SketchedKernelRidge"),
+    "ApproximateKernelPCA": ("mercer.models.approx_pca", "ApproximateKernelPCA"),
+    "TensorSketch": ("mercer.approx", "TensorSketch"),
+    "RandomMaclaurin": ("mercer.approx", "RandomMaclaurin"),
+    "GaussianProcessRegressor": ("mercer.models.gp", "GaussianProcessRegressor"),
+    "SparseGPRegressor": ("mercer.models.gp", "SparseGPRegressor"),
+    "KernelRidgeCV": ("mercer.models.kernel_learning", "KernelRidgeCV"),
+    "MKLRegressor": ("mercer.models.mkl", "MKLRegressor"),
+    "MKLClassifier": ("mercer.models.mkl", "MKLClassifier"),
+    "KernelAgglomerative": ("mercer.models.cluster", "KernelAgglomerative"),
 }
 
 #: scikit-learn helpers that appear inside fitted state (stored as params + fitted attributes).
 _HELPERS = {
     "LabelBinarizer": ("sklearn.preprocessing", "LabelBinarizer"),
+    "LinearSVC": ("sklearn.svm", "LinearSVC"),
 }
 
 
@@ -101,6 +113,18 @@ def _derive_phi(est):
     return phi
 
 
+def _derive_learnable(est):
+    """The GPs' learnable view of the kernel: rebuilt from the fitted kernel (same structure and
+    hyperparameter layout as the one optimised, whose values only set the starting point)."""
+    from .kernels._learnable import LearnableKernel
+
+    lk = LearnableKernel(est.kernel_, est.n_features_in_, est._bounds)
+    if list(lk.names) != list(est.hyperparameter_names_[: est._n_kernel]):
+        raise ValueError(f"{type(est).__name__}: the saved hyperparameter names {est.hyperparameter_names_} do not "
+                         f"match the kernel's {lk.names}.")
+    return lk
+
+
 def _derive_polymap(est):
     from .approx import explicit_feature_map
     from .kernels import Polynomial
@@ -129,7 +153,15 @@ _DERIVED = {
     "KernelLogisticRegression": {"_budget": _derive_budget},
     "Nystroem": {"_budget": _derive_landmark_budget},
     "LandmarkFeatures": {"_budget": _derive_landmark_budget},
+    "GaussianProcessRegressor": {"_lk": _derive_learnable},
+    "SparseGPRegressor": {"_lk": _derive_learnable},
 }
+
+
+def _derived_fns(name: str) -> dict:
+    """Attributes recomputed on load for class ``name``: its own table, and the memory budget
+    (``_budget``, from ``memory_budget`` and the device of the machine that loads)."""
+    return {"_budget": _derive_budget, **_DERIVED.get(name, {})}
 
 
 # -- kernels ------------------------------------------------------------------------------------
@@ -278,6 +310,9 @@ class _Encoder:
             return [self(x, where) for x in v]
         if isinstance(v, dict):
             return {"__dict__": [[self(k, where), self(x, f"{where}[{k!r}]")] for k, x in v.items()]}
+        nested = _estimator_name(v)
+        if nested is not None:
+            return {"__estimator__": nested, **_encode_estimator(self, v, nested)}
         if type(v).__name__ in _HELPERS and _import(_HELPERS, type(v).__name__) is type(v):
             state = {k: x for k, x in vars(v).items() if k not in v.get_params(deep=False)}
             return {"__sklearn__": type(v).__name__, "params": self(v.get_params(deep=False), where),
@@ -322,6 +357,11 @@ class _Decoder:
             return tuple(self(x) for x in v["__tuple__"])
         if "__dict__" in v:
             return {self(k): self(x) for k, x in v["__dict__"]}
+        if "__estimator__" in v:
+            name = v["__estimator__"]
+            if name not in _ESTIMATORS or set(v) != {"__estimator__", "params", "state", "derived"}:
+                raise ValueError(f"model file holds an unknown or malformed estimator {str(name)[:40]!r}; refusing to load it.")
+            return _decode_estimator(self, name, v, "model file")
         if "__sklearn__" in v:
             name = v["__sklearn__"]
             if name not in _HELPERS:
@@ -336,13 +376,69 @@ class _Decoder:
 
 
 # -- save / load --------------------------------------------------------------------------------
+def _estimator_name(v) -> str | None:
+    """The whitelist name of a mercer estimator, or None for anything else."""
+    name = type(v).__name__
+    return name if name in _ESTIMATORS and _import(_ESTIMATORS, name) is type(v) else None
+
+
 def _class_name(estimator) -> str:
-    name = type(estimator).__name__
-    if name not in _ESTIMATORS or _import(_ESTIMATORS, name) is not type(estimator):
+    name = _estimator_name(estimator)
+    if name is None:
         raise TypeError(
-            f"mercer.io.save supports {loadable_estimators()}; got {type(estimator).__module__}.{name}."
+            f"mercer.io.save supports {loadable_estimators()}; got {type(estimator).__module__}.{type(estimator).__name__}."
         )
     return name
+
+
+def _encode_estimator(enc: _Encoder, estimator, name: str) -> dict:
+    """``{"params", "state", "derived"}`` of a fitted estimator; nested estimators (a cross-validated
+    model's ``estimator_``, a feature map inside a model) go through the same function."""
+    params = estimator.get_params(deep=False)
+    encoded_params = {}
+    for k, v in params.items():
+        try:
+            encoded_params[k] = enc(v, f"parameter {k!r}")
+        except TypeError:
+            warnings.warn(f"mercer.io.save: parameter {k!r} of {name} ({type(v).__name__}) cannot be stored; "
+                          "it is saved as None (it only matters for a new fit).", UserWarning, stacklevel=3)
+            encoded_params[k] = None
+    derived_fns = _derived_fns(name)
+    state, derived = {}, []
+    for k, v in vars(estimator).items():
+        if k in params:
+            continue
+        if k in derived_fns:
+            derived.append(k)
+        else:
+            state[k] = enc(v, f"{name}.{k}")
+    return {"params": encoded_params, "state": state, "derived": derived}
+
+
+def _decode_estimator(dec: "_Decoder", name: str, payload: dict, path) -> object:
+    cls = _import(_ESTIMATORS, name)
+    if not isinstance(payload.get("params"), dict) or not isinstance(payload.get("state"), dict) \
+            or not isinstance(payload.get("derived", []), list):
+        raise ValueError(f"{path}: malformed model file (params and state of {name} must be JSON objects).")
+    params = {k: dec(v) for k, v in payload["params"].items()}
+    known = set(cls._get_param_names())
+    unknown = set(params) - known
+    if unknown:
+        raise ValueError(f"{path}: parameters {sorted(unknown)} are not parameters of {name}.")
+    if params.get("device") is not None:
+        params["device"] = str(dec.device)
+    est = cls(**params)
+    for k, v in payload["state"].items():
+        _check_attr(cls, k, known, path)
+        setattr(est, k, dec(v))
+    if "_device" in payload["state"]:
+        est._device = dec.device
+    derived_fns = _derived_fns(name)
+    for k in payload.get("derived", []):
+        if k not in derived_fns:
+            raise ValueError(f"{path}: {name} has no derived attribute {k!r}.")
+        setattr(est, k, derived_fns[k](est))
+    return est
 
 
 def save(estimator, path, *, compress: bool = False) -> None:
@@ -350,7 +446,7 @@ def save(estimator, path, *, compress: bool = False) -> None:
 
     Parameters
     ----------
-    estimator : KernelRidge, KernelRidgeClassifier, KernelPCA or PolynomialFeatureMap, fitted
+    estimator : a fitted estimator of one of the classes in :func:`loadable_estimators`
     path : str, path or writable binary file
     compress : bool, default=False
         Deflate the arrays (smaller file, slower save and load).
@@ -360,31 +456,14 @@ def save(estimator, path, *, compress: bool = False) -> None:
     name = _class_name(estimator)
     check_is_fitted(estimator)
     enc = _Encoder()
-    params = estimator.get_params(deep=False)
-    encoded_params = {}
-    for k, v in params.items():
-        try:
-            encoded_params[k] = enc(v, f"parameter {k!r}")
-        except TypeError:
-            warnings.warn(f"mercer.io.save: parameter {k!r} ({type(v).__name__}) cannot be stored; "
-                          "it is saved as None (it only matters for a new fit).", UserWarning, stacklevel=2)
-            encoded_params[k] = None
-    derived_fns = _DERIVED.get(name, {})
-    state, derived = {}, []
-    for k, v in vars(estimator).items():
-        if k in params:
-            continue
-        if k in derived_fns:
-            derived.append(k)
-        else:
-            state[k] = enc(v, f"{name}.{k}")
+    body = _encode_estimator(enc, estimator, name)
     import sklearn
 
     manifest = {
         "format": FORMAT, "format_version": FORMAT_VERSION,
         "mercer_version": __version__, "sklearn_version": sklearn.__version__,
         "torch_version": torch.__version__,
-        "class": name, "params": encoded_params, "state": state, "derived": derived,
+        "class": name, **body,
     }
     method = zipfile.ZIP_DEFLATED if compress else zipfile.ZIP_STORED
     with zipfile.ZipFile(path, "w", compression=method, allowZip64=True) as zf:
@@ -459,30 +538,10 @@ def load(path, *, device=None):
 
     manifest, arrays = _read(path)
     name = manifest["class"]
-    cls = _import(_ESTIMATORS, name)
     dev = resolve_device(device if device is not None else "cpu")
     dec = _Decoder(arrays, dev)
     if manifest.get("mercer_version") != __version__:
         warnings.warn(f"{path}: saved by mercer {manifest.get('mercer_version')}, loaded by {__version__}; "
                       "results may differ.", UserWarning, stacklevel=2)
-    if not isinstance(manifest.get("params"), dict) or not isinstance(manifest.get("state"), dict):
-        raise ValueError(f"{path}: malformed model file (params and state must be JSON objects).")
-    params = {k: dec(v) for k, v in manifest["params"].items()}
-    known = set(cls._get_param_names())
-    unknown = set(params) - known
-    if unknown:
-        raise ValueError(f"{path}: parameters {sorted(unknown)} are not parameters of {name}.")
-    if params.get("device") is not None:
-        params["device"] = str(dev)
-    est = cls(**params)
-    for k, v in manifest["state"].items():
-        _check_attr(cls, k, known, path)
-        setattr(est, k, dec(v))
-    if "_device" in manifest["state"]:
-        est._device = dev
-    derived_fns = _DERIVED.get(name, {})
-    for k in manifest.get("derived", []):
-        if k not in derived_fns:
-            raise ValueError(f"{path}: {name} has no derived attribute {k!r}.")
-        setattr(est, k, derived_fns[k](est))
+    est = _decode_estimator(dec, name, manifest, path)
     return est
