@@ -46,7 +46,7 @@ from .._backend import as_output, to_numpy
 from .._validation import describe
 from ..linalg import KernelOperator, MemoryBudgetError, conjugate_gradient, format_bytes
 from ._base import KernelEstimatorMixin
-from .perceptron import _check_labels, _class_weights, _serial_if_small
+from .perceptron import _classifier_setup, _serial_if_small
 
 __all__ = ["KernelLogisticRegression"]
 
@@ -270,17 +270,7 @@ class KernelLogisticRegression(ClassifierMixin, KernelEstimatorMixin, BaseEstima
     def fit(self, X, y, sample_weight=None):
         """Fit on ``X`` (n, d) — or the (n, n) Gram matrix for ``kernel="precomputed"`` — and labels ``y``."""
         owner = type(self).__name__
-        X = self._validate_X(X, reset=True)
-        y, self.classes_, codes = _check_labels(owner, X, y)
-        self._check_params()
-        sw = self._sample_weight(sample_weight, X, X.shape[0])
-        cw = _class_weights(owner, self.class_weight, self.classes_, y, sw)
-        sw = np.ones(X.shape[0]) if sw is None else sw
-        self._setup_compute(X)
-        self.kernel_ = self._resolve_kernel()
-        if self.kernel_.is_precomputed and X.shape[0] != X.shape[1]:
-            raise ValueError(f"{owner} with a precomputed kernel expects a square (n, n) Gram matrix; got shape {X.shape}.")
-        Xt = self._tensor(X)
+        X, Xt, y, codes, sw, cw = _classifier_setup(self, X, y, sample_weight)
         n, n_classes = X.shape[0], len(self.classes_)
         multinomial = n_classes > 2
         T = (codes[:, None] == np.arange(n_classes)[None, :]) if multinomial else (codes == 1)[:, None]

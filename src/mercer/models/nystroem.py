@@ -38,7 +38,7 @@ from ..linalg import (ConvergenceWarning, KernelOperator, MemoryBudgetError, con
 from .._backend import num_threads as _num_threads
 from ..linalg._eig import DENSE_SERIAL_MAX_N
 from ._base import KernelEstimatorMixin
-from .ridge import _check_alpha, _classification_targets, _predict_labels
+from .ridge import RidgeClassifierMixin, _check_alpha
 
 __all__ = ["NystroemKernelRidge", "NystroemKernelRidgeClassifier"]
 
@@ -335,7 +335,7 @@ class NystroemKernelRidge(MultiOutputMixin, RegressorMixin, _NystroemRidgeBase):
         return as_output(out.to(torch.float64) if not isinstance(X, torch.Tensor) else out, X)
 
 
-class NystroemKernelRidgeClassifier(ClassifierMixin, _NystroemRidgeBase):
+class NystroemKernelRidgeClassifier(RidgeClassifierMixin, ClassifierMixin, _NystroemRidgeBase):
     __doc__ = ("""Classifier by Nyström kernel ridge regression on ±1 codes (one-vs-rest), FALKON solver.
 
     As :class:`mercer.KernelRidgeClassifier` (``class_weight``, ``fit_intercept``), with the
@@ -349,6 +349,8 @@ class NystroemKernelRidgeClassifier(ClassifierMixin, _NystroemRidgeBase):
     ----------
     classes_, intercept_, coef_ (M, n_targets), centers_, n_iter_, residual_, fit_time_.
     """)
+
+    _score_dtype = torch.float64  # float32 tiles, float64 scores (as the coefficients)
 
     def __init__(self, alpha=1.0, *, kernel="rbf", gamma=None, degree=3, coef0=1, kernel_params=None,
                  n_centers="auto", centers="uniform", solver="auto", max_iter=100, tol=1e-3,
@@ -373,19 +375,3 @@ class NystroemKernelRidgeClassifier(ClassifierMixin, _NystroemRidgeBase):
         self.dtype = dtype
         self.memory_budget = memory_budget
 
-    def fit(self, X, y, sample_weight=None):
-        X = self._validate_X(X, reset=True)
-        Y, sw = _classification_targets(self, X, y, sample_weight)
-        self._fit_targets(X, Y, sw)
-        return self
-
-    def decision_function(self, X):
-        """Scores of shape (n,) for two classes (positive favours ``classes_[1]``), else (n, n_classes)."""
-        out = self._decision(X).to(torch.float64)
-        out = out + torch.as_tensor(self.intercept_, dtype=out.dtype, device=out.device)
-        if out.shape[1] == 1:
-            out = out[:, 0]
-        return as_output(out, X)
-
-    def predict(self, X):
-        return _predict_labels(self, self.decision_function(X), X)

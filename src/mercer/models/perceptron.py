@@ -62,6 +62,24 @@ def _serial_if_small(device: torch.device, n: int, limit: int = 1000):
     return serial_if_small(device, n, limit, blas=True)
 
 
+def _classifier_setup(est, X, y, sample_weight):
+    """Shared start of the dual classifiers' ``fit``: validated ``X`` and its tensor, labels and
+    their codes (sets ``classes_``), sample weights (ones when None) and per-class weights; the
+    parameters are checked and the kernel resolved (``kernel_``)."""
+    owner = type(est).__name__
+    X = est._validate_X(X, reset=True)
+    y, est.classes_, codes = _check_labels(owner, X, y)
+    est._check_params()
+    sw = est._sample_weight(sample_weight, X, X.shape[0])
+    cw = _class_weights(owner, est.class_weight, est.classes_, y, sw)
+    sw = np.ones(X.shape[0]) if sw is None else sw
+    est._setup_compute(X)
+    est.kernel_ = est._resolve_kernel()
+    if est.kernel_.is_precomputed and X.shape[0] != X.shape[1]:
+        raise ValueError(f"{owner} with a precomputed kernel expects a square (n, n) Gram matrix; got shape {X.shape}.")
+    return X, est._tensor(X), y, codes, sw, cw
+
+
 def _check_labels(owner: str, X, y):
     if y is None:
         raise ValueError(f"{owner} requires y to be passed, but the target y is None.")
@@ -207,17 +225,7 @@ class KernelPerceptron(ClassifierMixin, KernelEstimatorMixin, BaseEstimator):
     def fit(self, X, y, sample_weight=None):
         """Fit on ``X`` (n, d) — or the (n, n) Gram matrix for ``kernel="precomputed"`` — and labels ``y``."""
         owner = type(self).__name__
-        X = self._validate_X(X, reset=True)
-        y, self.classes_, codes = _check_labels(owner, X, y)
-        self._check_params()
-        sw = self._sample_weight(sample_weight, X, X.shape[0])
-        cw = _class_weights(owner, self.class_weight, self.classes_, y, sw)
-        sw = np.ones(X.shape[0]) if sw is None else sw
-        self._setup_compute(X)
-        self.kernel_ = self._resolve_kernel()
-        if self.kernel_.is_precomputed and X.shape[0] != X.shape[1]:
-            raise ValueError(f"{owner} with a precomputed kernel expects a square (n, n) Gram matrix; got shape {X.shape}.")
-        Xt = self._tensor(X)
+        X, Xt, y, codes, sw, cw = _classifier_setup(self, X, y, sample_weight)
         n, n_classes = X.shape[0], len(self.classes_)
         self._mode = "binary" if n_classes == 2 else self.multi_class
         # Targets and per-sample step sizes (class and sample weights), as scikit-learn's Perceptron.

@@ -253,7 +253,34 @@ class KernelRidge(MultiOutputMixin, RegressorMixin, _KernelRidgeBase):
         return as_output(out, X)
 
 
-class KernelRidgeClassifier(ClassifierMixin, _KernelRidgeBase):
+class RidgeClassifierMixin:
+    """``fit``, ``decision_function`` and ``predict`` of the ridge classifiers: ±1 one-vs-rest codes
+    (centred by the intercept) regressed by the host's ``_fit_targets``; scores from its
+    ``_decision``, in ``_score_dtype`` (None: the model's dtype)."""
+
+    _score_dtype: torch.dtype | None = None
+
+    def fit(self, X, y, sample_weight=None):
+        X = self._validate_X(X, reset=True)
+        Y, sw = _classification_targets(self, X, y, sample_weight)
+        self._fit_targets(X, Y, sw)
+        return self
+
+    def decision_function(self, X):
+        """Scores of shape (n,) for two classes (positive favours ``classes_[1]``), else (n, n_classes)."""
+        out = self._decision(X)
+        if self._score_dtype is not None:
+            out = out.to(self._score_dtype)
+        out = out + torch.as_tensor(self.intercept_, dtype=out.dtype, device=out.device)
+        if out.shape[1] == 1:
+            out = out[:, 0]
+        return as_output(out, X)
+
+    def predict(self, X):
+        return _predict_labels(self, self.decision_function(X), X)
+
+
+class KernelRidgeClassifier(RidgeClassifierMixin, ClassifierMixin, _KernelRidgeBase):
     """Classifier by kernel ridge regression on ±1 codes, one-vs-rest (like ``RidgeClassifier``).
 
     Takes :class:`KernelRidge`'s parameters plus ``class_weight`` (None, "balanced" or a dict),
@@ -284,22 +311,6 @@ class KernelRidgeClassifier(ClassifierMixin, _KernelRidgeBase):
         self.dtype = dtype
         self.memory_budget = memory_budget
 
-    def fit(self, X, y, sample_weight=None):
-        X = self._validate_X(X, reset=True)
-        Y, sw = _classification_targets(self, X, y, sample_weight)
-        self._fit_targets(X, Y, sw)
-        return self
-
-    def decision_function(self, X):
-        """Scores of shape (n,) for two classes (positive favours ``classes_[1]``), else (n, n_classes)."""
-        out = self._decision(X)
-        out = out + torch.as_tensor(self.intercept_, dtype=out.dtype, device=out.device)
-        if out.shape[1] == 1:
-            out = out[:, 0]
-        return as_output(out, X)
-
-    def predict(self, X):
-        return _predict_labels(self, self.decision_function(X), X)
 
 
 def _classification_targets(est, X, y, sample_weight):
