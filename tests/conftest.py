@@ -11,6 +11,14 @@ import torch
 
 torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
 
+#: ``MERCER_TEST_DEVICE=cuda pytest`` runs the whole suite with mercer's default device set to the
+#: GPU (estimators whose ``device`` is None compute there; numpy in still gives numpy out), which
+#: checks that every code path is device-agnostic. Unset: the configured default (CPU).
+if os.environ.get("MERCER_TEST_DEVICE"):
+    import mercer
+
+    mercer.set_config(device=os.environ["MERCER_TEST_DEVICE"])
+
 #: Real data outside the package; tests that need it skip cleanly when it is absent.
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
