@@ -55,7 +55,7 @@ def to_numpy(K) -> np.ndarray:
 
 def assert_close(got, expected, tol: float = TOL) -> None:
     """``|got - expected| <= tol * max(1, |expected|)`` elementwise, shapes equal."""
-    got, expected = to_numpy(got).astype(np.float64), np.asarray(expected, dtype=np.float64)
+    got, expected = to_numpy(got).astype(np.float64), to_numpy(expected).astype(np.float64)
     assert got.shape == expected.shape, f"shape {got.shape} != expected {expected.shape}"
     if got.size:
         err = np.abs(got - expected) / np.maximum(1.0, np.abs(expected))

@@ -86,7 +86,11 @@ def as_output(t: torch.Tensor, like):
 
 
 def make_generator(random_state, device: torch.device | None = None) -> torch.Generator:
-    """Turn a scikit-learn style ``random_state`` (None, int, RandomState) into a torch Generator."""
+    """Turn a scikit-learn style ``random_state`` (None, int, RandomState) into a torch Generator.
+
+    mercer's estimators keep the default ``device=None`` (a CPU generator) and draw on the CPU,
+    moving the draws to the data's device (:mod:`mercer._random`): the same ``random_state`` then
+    gives the same model on every device."""
     if random_state is None:
         seed = int(np.random.randint(0, 2**31 - 1))
     elif isinstance(random_state, numbers.Integral):

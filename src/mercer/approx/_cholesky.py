@@ -217,7 +217,7 @@ class IncompleteCholesky(TransformerMixin, BaseEstimator):
         device = resolve_device(self.device if not isinstance(Xv, torch.Tensor) else (self.device or Xv.device))
         Xt = to_tensor(Xv, dtype=resolve_dtype(self.dtype, Xv), device=device)
         res = pivoted_cholesky(kernel, Xt, int(self.n_components), tol=float(self.tol), rule=self.rule,
-                               n_candidates=int(self.n_candidates), generator=make_generator(self.random_state, device),
+                               n_candidates=int(self.n_candidates), generator=make_generator(self.random_state),
                                memory_budget=self.memory_budget, owner=owner)
         self.kernel_ = kernel
         self.pivots_ = res.pivots.cpu().numpy()

@@ -25,6 +25,7 @@ import math
 import numpy as np
 import torch
 
+from .. import _random as _rnd
 from .._validation import describe, is_torch
 from ..kernels import Kernel
 from ..linalg import default_memory_budget
@@ -67,7 +68,7 @@ def _kmeanspp(X: torch.Tensor, M: int, generator: torch.Generator) -> torch.Tens
     """Indices of M points by D² sampling (input space)."""
     n = X.shape[0]
     idx = torch.empty(M, dtype=torch.long, device=X.device)
-    first = int(torch.randint(n, (1,), generator=generator, device=X.device))
+    first = int(_rnd.randint(generator, n, (1,)))
     idx[0] = first
     sq = (X * X).sum(dim=1)
     d2 = (sq - 2.0 * (X @ X[first]) + sq[first]).clamp_min_(0.0)
@@ -77,10 +78,10 @@ def _kmeanspp(X: torch.Tensor, M: int, generator: torch.Generator) -> torch.Tens
             free = torch.ones(n, dtype=torch.bool, device=X.device)
             free[idx[:j]] = False
             rest = free.nonzero().flatten()
-            perm = torch.randperm(rest.numel(), generator=generator, device=X.device)[: M - j]
+            perm = _rnd.randperm(generator, rest.numel(), device=X.device)[: M - j]
             idx[j:] = rest[perm]
             break
-        p = int(torch.multinomial(d2.to(torch.float64), 1, generator=generator))
+        p = int(_rnd.categorical(generator, d2))
         idx[j] = p
         torch.minimum(d2, (sq - 2.0 * (X @ X[p]) + sq[p]).clamp_min_(0.0), out=d2)
     return idx
@@ -91,7 +92,7 @@ def _leverage_scores(kernel: Kernel, X: torch.Tensor, M: int, reg: float | None,
     """Approximate ridge leverage scores of every training point (float64, shape (n,))."""
     n = X.shape[0]
     s = min(n, M)
-    pilot = torch.randperm(n, generator=generator, device=X.device)[:s]
+    pilot = _rnd.randperm(generator, n, device=X.device)[:s]
     Z = X[pilot]
     K_ss = kernel(Z).to(torch.float64)
     evals, U = torch.linalg.eigh(K_ss)
@@ -141,7 +142,7 @@ def select_landmarks(X: torch.Tensor, M: int, rule, *, kernel: Kernel, generator
                          f"n_components <= {n}.")
     budget = default_memory_budget(X.device, memory_budget)
     if rule == "uniform":
-        idx = torch.randperm(n, generator=generator, device=X.device)[:M]
+        idx = _rnd.randperm(generator, n, device=X.device)[:M]
     elif rule == "kmeans++":
         idx = _kmeanspp(X, M, generator)
     elif rule == "kmeans":
@@ -157,7 +158,7 @@ def select_landmarks(X: torch.Tensor, M: int, rule, *, kernel: Kernel, generator
         return Z, None
     elif rule == "leverage":
         tau = _leverage_scores(kernel, X, M, reg, generator, budget)
-        idx = torch.multinomial(tau / tau.sum(), M, replacement=False, generator=generator)
+        idx = _rnd.sample_without_replacement(generator, tau, M)
     elif rule == "greedy":
         res = pivoted_cholesky(kernel, X, M, rule="greedy", generator=generator, memory_budget=budget, owner=owner)
         idx = res.pivots
@@ -165,7 +166,7 @@ def select_landmarks(X: torch.Tensor, M: int, rule, *, kernel: Kernel, generator
             free = torch.ones(n, dtype=torch.bool, device=X.device)
             free[idx] = False
             rest = free.nonzero().flatten()
-            extra = rest[torch.randperm(rest.numel(), generator=generator, device=X.device)[: M - idx.numel()]]
+            extra = rest[_rnd.randperm(generator, rest.numel(), device=X.device)[: M - idx.numel()]]
             idx = torch.cat([idx, extra])
     else:  # pragma: no cover - validated by check_landmarks_param
         raise ValueError(rule)

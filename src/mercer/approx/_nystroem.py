@@ -64,7 +64,7 @@ class _LandmarkBase(TransformerMixin, BaseEstimator):
                 f"{owner}: {M} landmarks need about {format_bytes(need)} for their M x M matrices, more than the "
                 f"memory budget of {format_bytes(budget)}; use fewer landmarks (n_components).")
         Xt = to_tensor(Xv, dtype=dtype, device=device)
-        Z, idx = select_landmarks(Xt, M, landmarks, kernel=kernel, generator=make_generator(self.random_state, device),
+        Z, idx = select_landmarks(Xt, M, landmarks, kernel=kernel, generator=make_generator(self.random_state),
                                   memory_budget=budget, reg=getattr(self, "reg", None), owner=owner)
         self.kernel_ = kernel
         self.landmarks_ = Z

@@ -93,8 +93,9 @@ def spectral_sample(kernel: Kernel, n_features: int, n_components: int, *, gener
         return W, total
     if not kernel.is_stationary or not hasattr(kernel, "sample_frequencies"):
         raise _not_stationary(kernel, owner)
+    # drawn where the generator lives (the CPU for mercer's own): the same frequencies on any device
     return kernel.sample_frequencies(n_features, n_components, generator=generator, dtype=dtype,
-                                     device=device), 1.0
+                                     device=generator.device).to(device), 1.0
 
 
 def _mass(kernel: Kernel, owner: str) -> float:
@@ -136,7 +137,7 @@ def _orthogonalise(W: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
     out = torch.empty_like(W)
     for start in range(0, m, d):
         stop = min(start + d, m)
-        G = torch.randn(d, d, generator=generator, dtype=W.dtype, device=W.device)
+        G = torch.randn(d, d, generator=generator, dtype=W.dtype, device=generator.device).to(W.device)
         Q, R = torch.linalg.qr(G)
         Q = Q * torch.sign(torch.diagonal(R))[None, :]  # Haar-distributed
         out[:, start:stop] = Q[:, : stop - start]
@@ -216,7 +217,7 @@ class RandomFourierFeatures(TransformerMixin, BaseEstimator):
                              f"scaled); got {kernel!r}. Use orthogonal=False.")
         device = resolve_device(self.device if not isinstance(Xv, torch.Tensor) else (self.device or Xv.device))
         dtype = resolve_dtype(self.dtype, Xv)
-        gen = make_generator(self.random_state, device)
+        gen = make_generator(self.random_state)  # CPU draws: the same features on every device
         d, m = Xv.shape[1], int(self.n_components)
         W, k0 = spectral_sample(kernel, d, m, generator=gen, dtype=torch.float64, device=device, owner=owner)
         if self.orthogonal:
@@ -225,7 +226,7 @@ class RandomFourierFeatures(TransformerMixin, BaseEstimator):
         self.frequencies_ = W.to(dtype)
         self.offsets_ = None
         if self.variant == "phase":
-            b = torch.rand(m, generator=gen, dtype=torch.float64, device=device) * (2 * math.pi)
+            b = torch.rand(m, generator=gen, dtype=torch.float64).to(device) * (2 * math.pi)
             self.offsets_ = b.to(dtype)
         self.amplitude_ = float(k0)
         self.n_features_out_ = 2 * m if self.variant == "cossin" else m

@@ -32,6 +32,7 @@ from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, Cluster
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import check_is_fitted
 
+from .. import _random as _rnd
 from .._backend import as_output, make_generator, to_numpy
 from .._validation import describe, is_torch
 from ..linalg import KernelOperator, MemoryBudgetError, format_bytes, plan_blocks
@@ -109,7 +110,6 @@ def _kmeans_plusplus(n, k, dist, w, gen, n_local_trials, rows):
     the row slice ``sl`` and the points ``idx``. ``w`` is ``None`` or the sample weights (n,).
     Returns the indices (k,) of the chosen seeds.
     """
-    device = gen.device
     if n_local_trials is None:
         n_local_trials = 2 + int(math.log(k))
     slices = [slice(i, min(i + rows, n)) for i in range(0, n, rows)]
@@ -117,17 +117,18 @@ def _kmeans_plusplus(n, k, dist, w, gen, n_local_trials, rows):
     def closest_to(idx):
         return torch.cat([dist(idx, s) for s in slices]).clamp_min_(0.0)
 
-    if w is None:
-        first = torch.randint(n, (1,), generator=gen, device=device)
-    else:
-        first = torch.multinomial((w / w.sum()).to(torch.float64), 1, generator=gen)
-    centers = [int(first)]
+    # The draws are made on the CPU (same seeds on every device); the distances live on the data's.
+    # Every pick is an inverse-CDF draw over the (weighted) masses, so integer sample weights give
+    # exactly the seeds of the repeated rows.
+    first = _rnd.categorical(gen, torch.ones(n, dtype=torch.float64) if w is None else w)
     closest = closest_to(first)[:, 0]
+    device = closest.device
+    centers = [int(first)]
     for _ in range(1, k):
         weighted = closest if w is None else closest * w
         cum = torch.cumsum(weighted.to(torch.float64), 0)
         pot = cum[-1]
-        r = torch.rand(n_local_trials, generator=gen, dtype=torch.float64, device=device) * pot
+        r = _rnd.rand(gen, (n_local_trials,), device=device) * pot
         cand = torch.searchsorted(cum, r).clamp_(max=n - 1)
         pots = torch.zeros(n_local_trials, dtype=torch.float64, device=device)
         for s in slices:
@@ -142,7 +143,7 @@ def _kmeans_plusplus(n, k, dist, w, gen, n_local_trials, rows):
 def _init_indices(init, n, k, dist, w, gen, n_local_trials, rows):
     if init == "k-means++":
         return _kmeans_plusplus(n, k, dist, w, gen, n_local_trials, rows)
-    return torch.randperm(n, generator=gen, device=gen.device)[:k]
+    return _rnd.randperm(gen, n)[:k]
 
 
 def _check_init(owner, init, k, d):
@@ -361,7 +362,7 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ke
         x_sq = (Xt * Xt).sum(1)
         tol_abs = float(Xt.var(0, unbiased=False).mean()) * tol if tol else 0.0
         rows = self._rows(n, k, d, Xt.element_size())
-        gen = make_generator(self.random_state, self._device)
+        gen = make_generator(self.random_state)  # CPU draws: the same seeds on every device
 
         def dist(idx, s):
             return torch.addmm(x_sq[s, None] + x_sq[idx][None, :], Xt[s], Xt[idx].T, alpha=-2.0)
@@ -619,7 +620,7 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
         plan = plan_blocks(n, 8, Xt.shape[1], itemsize=Xt.element_size(), budget=self._budget,
                            scratch=self.kernel_.scratch(Xt.shape[1]))
         rows = plan.row_block
-        gen = make_generator(self.random_state, self._device)
+        gen = make_generator(self.random_state)  # CPU draws: the same seeds on every device
         best = None
         for run in range(n_init):
             if isinstance(init, str):

@@ -139,7 +139,7 @@ def easymkl_gamma(matvec, y: torch.Tensor, lam: float, *, max_iter: int = 2000, 
         out[neg] = _project_simplex(g[neg])
         return out
 
-    v = torch.randn(y.numel(), dtype=y.dtype, device=y.device, generator=torch.Generator(device=y.device).manual_seed(0))
+    v = torch.randn(y.numel(), dtype=y.dtype, generator=torch.Generator().manual_seed(0)).to(y.device)  # same on any device
     for _ in range(30):  # power iteration for the Lipschitz constant
         v = y * matvec(y * v)
         v = v / v.norm().clamp_min(1e-300)

@@ -129,7 +129,7 @@ class _NystroemRidgeBase(KernelEstimatorMixin, BaseEstimator):
                 f"(float64), more than the memory budget of {format_bytes(self._budget)}. Use fewer "
                 f"centres (about {int(math.sqrt(self._budget / 16))} fit), or raise memory_budget.")
         Xt = self._tensor(X)
-        gen = make_generator(self.random_state, self._device)
+        gen = make_generator(self.random_state)  # CPU draws: the same centres on every device
         Z, idx = select_landmarks(Xt, M, centers, kernel=self.kernel_, generator=gen, memory_budget=self._budget,
                                   reg=float(alphas.mean()) if alphas.mean() > 0 else None, owner=owner)
         f64 = torch.float64

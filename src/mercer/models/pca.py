@@ -127,7 +127,7 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, KernelEstimat
         op = KernelOperator(self.kernel_, Xt, memory_budget=self._budget)
         method = "lanczos" if self.eigen_solver == "arpack" else self.eigen_solver
         fits = n * n * Xt.element_size() + op.plan.tile_bytes // 4 < self._budget
-        gen = make_generator(self.random_state, self._device)
+        gen = make_generator(self.random_state)  # CPU draws: the same start on every device
         opts = dict(method=method, tol=self.tol or None, max_iter=self.max_iter, generator=gen)
         t0 = time.perf_counter()
         if fits:
