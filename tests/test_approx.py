@@ -21,7 +21,7 @@ def test_inner_products_equal_the_kernel(degree, coef0, gamma):
     X, Z = readonly(rng.normal(size=(30, 4)), rng.normal(size=(11, 4)))
     fmap = PolynomialFeatureMap(degree=degree, coef0=coef0, gamma=gamma).fit(X)
     F, G = fmap.transform(X), fmap.transform(Z)
-    K = Polynomial(degree, gamma=gamma, coef0=coef0)(X, Z).numpy()
+    K = Polynomial(degree, gamma=gamma, coef0=coef0)(X, Z).cpu().numpy()
     np.testing.assert_allclose(F @ G.T, K, rtol=1e-12, atol=1e-10)
     expected = math.comb(4 + degree, degree) if coef0 > 0 else math.comb(3 + degree, degree)
     assert F.shape[1] == fmap.n_output_features_ == expected == polynomial_feature_dim(4, degree, coef0)

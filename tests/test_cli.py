@@ -9,8 +9,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from mercer import get_config
 from mercer.cli import main
 from mercer.io import load
+
+_DEVICE = get_config().device or "cpu"  # MERCER_TEST_DEVICE sets it
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +64,7 @@ def test_fit_predict_classifier_parquet(files, tmp_path, capsys):
                           "ridge-classifier", "--kernel", "rbf:gamma=0.1", "--dtype", "float32",
                           "--memory-budget", "64MiB", "--out", model], capsys)
     assert code == 0, err
-    assert "classes: 3 (one, two, zero)" in out and "float32 on cpu" in out and "training accuracy:" in out
+    assert "classes: 3 (one, two, zero)" in out and f"float32 on {_DEVICE}" in out and "training accuracy:" in out
     code, out, err = run(["predict", "--model", model, "--data", files / "clf.parquet", "--target", "label",
                           "--out", "-"], capsys)
     assert code == 0, err
@@ -75,7 +78,7 @@ def test_fit_predict_nystroem_models(files, tmp_path, capsys):
     code, out, err = run(["fit", "--data", files / "reg.csv", "--target", "target", "--model", "nystroem-ridge",
                           "--kernel", "rbf:gamma=0.5", "--alpha", "0.1", "--centers", "40", "--out", model], capsys)
     assert code == 0, err
-    assert "NystroemKernelRidge(alpha=0.1, kernel=RBF(gamma=0.5))" in out and "float32 on cpu" in out
+    assert "NystroemKernelRidge(alpha=0.1, kernel=RBF(gamma=0.5))" in out and f"float32 on {_DEVICE}" in out
     assert "centres: 40, conjugate gradient:" in out
     frame = pd.read_csv(files / "reg.csv").iloc[100:].drop(columns="target")
     code, out, err = run(["predict", "--model", model, "--data", files / "reg_test_reordered.csv",

@@ -77,7 +77,7 @@ def _check(res, A, k, *, rtol=1e-8, vec_tol=1e-6):
     w, V = _reference(A, k)
     assert isinstance(res, EigResult)
     assert res.values.shape == (k,) and res.vectors.shape == (A.shape[0], k)
-    values, vectors = res.values.double().numpy(), res.vectors.double().numpy()
+    values, vectors = res.values.double().cpu().numpy(), res.vectors.double().cpu().numpy()
     np.testing.assert_allclose(values, w, rtol=rtol, atol=rtol * abs(w[0]) * 1e-3)
     cos = np.abs(np.sum(vectors * V, axis=0))
     assert cos.min() > 1 - vec_tol, cos
@@ -124,7 +124,7 @@ def test_callable_matches_tensor(matrices, method):
     if method != "power":  # block methods: every product is a block of k + n_oversamples columns
         assert all(t == 20 for _, t in shapes)
     ref = top_eigenpairs(At, 10, method=method)
-    np.testing.assert_allclose(res.values.numpy(), ref.values.numpy(), rtol=1e-10)
+    np.testing.assert_allclose(res.values.cpu().numpy(), ref.values.cpu().numpy(), rtol=1e-10)
 
 
 @pytest.mark.parametrize("block_size", [1, 3, 40])
@@ -136,7 +136,7 @@ def test_lanczos_block_size(matrices, block_size):
         shapes.append(V.shape[1])
         return torch.tensor(A) @ V
 
-    res = top_eigenpairs(matvec, 10, method="lanczos", block_size=block_size, n=A.shape[0])
+    res = top_eigenpairs(matvec, 10, method="lanczos", block_size=block_size, n=A.shape[0], device="cpu")
     _check(res, A, 10)
     assert set(shapes) == {block_size}
 
@@ -163,9 +163,9 @@ def test_repeated_eigenvalues(repeated, method):
     """Each eigenspace is recovered (compared as projectors: its basis is not unique)."""
     spectrum, A = repeated
     res = top_eigenpairs(torch.tensor(A), 6, method=method)
-    np.testing.assert_allclose(res.values.numpy(), spectrum[:6], rtol=1e-8)
+    np.testing.assert_allclose(res.values.cpu().numpy(), spectrum[:6], rtol=1e-8)
     _, V = _reference(A, 6)
-    U = res.vectors.numpy()
+    U = res.vectors.cpu().numpy()
     for cluster in (slice(0, 3), slice(3, 5), slice(5, 6)):
         P, P_ref = U[:, cluster] @ U[:, cluster].T, V[:, cluster] @ V[:, cluster].T
         assert np.abs(P - P_ref).max() < 1e-7
@@ -179,10 +179,10 @@ def test_low_rank(method):
     A = _frozen(Z @ Z.T)
     res = top_eigenpairs(torch.tensor(A), 5, method=method)
     w, _ = _reference(A, 5)
-    np.testing.assert_allclose(res.values.numpy(), w, rtol=1e-8, atol=1e-10 * w[0])
-    U = res.vectors.numpy()
+    np.testing.assert_allclose(res.values.cpu().numpy(), w, rtol=1e-8, atol=1e-10 * w[0])
+    U = res.vectors.cpu().numpy()
     np.testing.assert_allclose(U.T @ U, np.eye(5), atol=1e-8)
-    assert np.abs(A @ U - U * res.values.numpy()).max() < 1e-8 * w[0]
+    assert np.abs(A @ U - U * res.values.cpu().numpy()).max() < 1e-8 * w[0]
     assert res.converged
 
 
@@ -203,7 +203,7 @@ def test_indefinite_matrix():
     spectrum = np.concatenate([[3.0, 2.0], np.linspace(-1.0, -10.0, 48)])
     A = torch.tensor(_with_spectrum(spectrum, seed=3))
     for method in ("dense", "lanczos"):
-        np.testing.assert_allclose(top_eigenpairs(A, 3, method=method).values.numpy(), [3.0, 2.0, -1.0], rtol=1e-8)
+        np.testing.assert_allclose(top_eigenpairs(A, 3, method=method).values.cpu().numpy(), [3.0, 2.0, -1.0], rtol=1e-8)
     for method in ("power", "randomized"):
         with pytest.warns(UserWarning, match="negative eigenvalue"):
             top_eigenpairs(A, 3, method=method)
@@ -212,7 +212,7 @@ def test_indefinite_matrix():
 def test_auto_picks_dense_for_small_and_many_components(matrices):
     A = torch.tensor(matrices["digits_rbf"])
     assert top_eigenpairs(A, 3).method == "dense"
-    assert top_eigenpairs(lambda V: A @ V, 3, n=A.shape[0]).method == "lanczos"
+    assert top_eigenpairs(lambda V: A @ V, 3, n=A.shape[0], device="cpu").method == "lanczos"
     big = torch.tensor(_with_spectrum(0.9 ** np.arange(520)))
     assert top_eigenpairs(big, 3).method == "lanczos"
     assert top_eigenpairs(big, 131).method == "dense"
@@ -226,8 +226,8 @@ def test_float32(matrices, method):
     res = top_eigenpairs(torch.tensor(A, dtype=torch.float32), 10, method=method)
     assert res.values.dtype == res.vectors.dtype == torch.float32
     w, V = _reference(A, 10)
-    np.testing.assert_allclose(res.values.numpy(), w, rtol=0, atol=2e-4 * w[0])
-    cos = np.abs(np.sum(res.vectors.double().numpy() * V, axis=0))
+    np.testing.assert_allclose(res.values.cpu().numpy(), w, rtol=0, atol=2e-4 * w[0])
+    cos = np.abs(np.sum(res.vectors.double().cpu().numpy() * V, axis=0))
     assert cos.min() > 1 - 1e-3
     assert res.converged and res.residual <= 1e-4
 
@@ -248,8 +248,8 @@ def test_deterministic_given_generator(matrices, method):
     d = top_eigenpairs(A, 4, method=method)
     assert torch.equal(a.values, b.values) and torch.equal(a.vectors, b.vectors)
     assert torch.equal(c.values, d.values) and torch.equal(c.vectors, d.vectors)
-    np.testing.assert_allclose(a.values.numpy(), c.values.numpy(), rtol=1e-8)
-    np.testing.assert_allclose(a.vectors.numpy(), c.vectors.numpy(), atol=1e-6)
+    np.testing.assert_allclose(a.values.cpu().numpy(), c.values.cpu().numpy(), rtol=1e-8)
+    np.testing.assert_allclose(a.vectors.cpu().numpy(), c.vectors.cpu().numpy(), atol=1e-6)
 
 
 # -- non-convergence and bad inputs --------------------------------------------------------------

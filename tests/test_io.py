@@ -14,6 +14,7 @@ from sklearn.exceptions import NotFittedError
 from sklearn.linear_model import Ridge
 
 from mercer.approx import IncompleteCholesky, LandmarkFeatures, Nystroem, PolynomialFeatureMap, RandomFourierFeatures
+from mercer import get_config
 from mercer.io import kernel_from_dict, kernel_to_dict, load, loadable_estimators, save
 from mercer.kernels import (
     RBF,
@@ -159,7 +160,7 @@ def test_roundtrip_identical_output(name, data, tmp_path):
     t = torch.as_tensor(np.array(X_new))
     out = _output(loaded, t)
     if isinstance(out, torch.Tensor):
-        np.testing.assert_array_equal(out.numpy(), np.asarray(_output(est, t)))
+        np.testing.assert_array_equal(out.cpu().numpy(), np.asarray(_output(est, t)))
 
 
 def test_model_file_is_a_zip_of_npy_and_json_without_pickle(data, tmp_path):
@@ -195,18 +196,19 @@ def test_pandas_feature_names_survive(data, tmp_path):
 
 def test_precomputed_kernel_roundtrip(data, tmp_path):
     X, y, X_new = data
-    K, K_new = RBF(0.05)(X).numpy(), RBF(0.05)(X_new, X).numpy()
+    K, K_new = RBF(0.05)(X).cpu().numpy(), RBF(0.05)(X_new, X).cpu().numpy()
     est = KernelRidge(kernel="precomputed").fit(K, y.astype(float))
     save(est, tmp_path / "m")
     np.testing.assert_array_equal(load(tmp_path / "m").predict(K_new), est.predict(K_new))
 
 
-def test_loaded_model_computes_on_cpu_and_can_refit(data, tmp_path):
+def test_loaded_model_computes_on_the_default_device_and_can_refit(data, tmp_path):
     X, y, X_new = data
     est = KernelRidge(kernel="rbf").fit(X, y.astype(float))
     save(est, tmp_path / "m")
     loaded = load(tmp_path / "m")
-    assert loaded._device.type == "cpu" and loaded.X_fit_.device.type == "cpu"
+    where = torch.device(get_config().device or "cpu").type  # the configured default device
+    assert loaded._device.type == where and loaded.X_fit_.device.type == where
     loaded.set_params(alpha=3.0).fit(X, y.astype(float))
     np.testing.assert_allclose(loaded.predict(X_new), KernelRidge(alpha=3.0, kernel="rbf").fit(X, y.astype(float)).predict(X_new))
 
@@ -216,7 +218,7 @@ def test_gpu_model_loads_on_cpu(data, tmp_path):
     X, y, X_new = data
     est = KernelRidge(kernel="rbf", device="cuda").fit(X, y.astype(float))
     save(est, tmp_path / "m")
-    loaded = load(tmp_path / "m")
+    loaded = load(tmp_path / "m", device="cpu")
     assert loaded.device == "cpu" and loaded.dual_coef_.device.type == "cpu"
     np.testing.assert_allclose(loaded.predict(X_new), est.predict(X_new), rtol=1e-10, atol=1e-10)
     on_gpu = load(tmp_path / "m", device="cuda")
@@ -237,7 +239,7 @@ def test_kernel_dict_roundtrip(kernel):
     assert type(rebuilt) is type(kernel) and rebuilt == kernel
     X = np.random.default_rng(0).integers(0, 2, size=(5, 3)).astype(float)  # valid for set kernels too
     if not kernel.is_precomputed:
-        np.testing.assert_array_equal(rebuilt(X).numpy(), kernel(X).numpy())
+        np.testing.assert_array_equal(rebuilt(X).cpu().numpy(), kernel(X).cpu().numpy())
 
 
 def test_kernel_tensor_hyperparameter_roundtrip():

@@ -72,7 +72,7 @@ def test_closed_form_loo_equals_naive_refits(data, kernel):
 def test_gcv_closed_form(data):
     X, y, _, _ = data
     X, y = X[:60], y[:60]
-    K = RBF(gamma=0.3)(X).numpy()
+    K = RBF(gamma=0.3)(X).cpu().numpy()
     H = K @ np.linalg.inv(K + 0.7 * np.eye(60))
     n = 60
     gcv = n * np.sum(((np.eye(n) - H) @ y) ** 2) / np.trace(np.eye(n) - H) ** 2

@@ -416,6 +416,14 @@ def test_float32_numpy_gives_float32():
     assert RBF()(X, Z).dtype == torch.float32 and RBF().diag(X).dtype == torch.float32
 
 
+def test_array_follows_the_tensor_in_either_position():
+    X, Z = gaussian_data()
+    Zt = torch.as_tensor(Z, dtype=torch.float32)
+    for K in (RBF()(X, Zt), RBF()(Zt, X).T):
+        assert K.dtype == torch.float32
+        assert_close(K, RBF()(X, Z), tol=1e-5)
+
+
 def test_non_contiguous_input():
     X, Z = gaussian_data()
     views = [readonly(np.asfortranarray(X)), X[::2], X[:, 1:]]
@@ -446,7 +454,7 @@ def test_frequencies_reproduce_kernel(kernel):
     x, y = gaussian_data(n1=6, n2=6, d=3, scale=0.7, seed=1)
     W = kernel.sample_frequencies(3, N_FREQ, generator=torch.Generator().manual_seed(0))
     estimate = torch.cos(torch.as_tensor(x - y) @ W).mean(dim=1)
-    assert_close(estimate, np.diag(kernel(x, y).numpy()), tol=5 / math.sqrt(N_FREQ))
+    assert_close(estimate, np.diag(kernel(x, y).cpu().numpy()), tol=5 / math.sqrt(N_FREQ))
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
@@ -605,9 +613,10 @@ def test_cuda_matches_reference(kernel, reference, make_data):
     assert_close(K, reference(X, Z), tol=1e-10)
     assert_close(d, np.diag(reference(X, X)), tol=1e-10)
     assert_close(kernel(Xc, Z), K)  # numpy second argument follows the first onto the device
+    assert_close(kernel(X, Zc), K)  # and a numpy first argument follows the second
 
 
-# -- small-batch cache of the RBF kernel's augmented right-hand rows --------------------------------
+# -- small-batch cache of the RBF kernel's stored-point norms --------------------------------
 def test_rbf_small_batch_cache_is_exact_and_follows_edits():
     import gc
 
@@ -619,7 +628,7 @@ def test_rbf_small_batch_cache_is_exact_and_follows_edits():
     k = RBF(gamma=0.3)
     naive = lambda a, b: torch.exp(-0.3 * ((a[:, None, :] - b[None, :, :]) ** 2).sum(-1))  # noqa: E731
     assert_close(k(x, Z), naive(x, Z).detach(), tol=1e-12)
-    assert id(Z) in _stationary._right_cache
+    assert id(Z) in _stationary._norm_cache
     assert_close(k(x, Z), naive(x, Z).detach(), tol=1e-12)  # from the cache
     Z[5] += 1.0  # an in-place edit must not be served stale
     assert_close(k(x, Z), naive(x, Z).detach(), tol=1e-12)
@@ -627,7 +636,7 @@ def test_rbf_small_batch_cache_is_exact_and_follows_edits():
     key = id(Z)
     del Z
     gc.collect()
-    assert key not in _stationary._right_cache  # the entry goes with the tensor
+    assert key not in _stationary._norm_cache  # the entry goes with the tensor
 
 
 def test_rbf_small_batch_cache_skips_autograd():
@@ -636,5 +645,5 @@ def test_rbf_small_batch_cache_skips_autograd():
     Z = torch.randn(50, 3, dtype=torch.float64, requires_grad=True)
     x = torch.randn(1, 3, dtype=torch.float64)
     RBF(gamma=0.5)(x, Z).sum().backward()
-    assert id(Z) not in _stationary._right_cache
+    assert id(Z) not in _stationary._norm_cache
     assert Z.grad is not None and torch.isfinite(Z.grad).all()

@@ -49,7 +49,7 @@ def test_linear_kernel_equals_sklearn_binary(breast_cancer, C):
     X, y = X[:300], y[:300]
     ours = KernelLogisticRegression(C=C, kernel="linear").fit(X, y)
     ref = sk_logistic(C).fit(X, y)
-    np.testing.assert_allclose(X.T @ ours.dual_coef_.numpy()[:, 0], ref.coef_[0], atol=2e-5 * max(1, np.abs(ref.coef_).max()))
+    np.testing.assert_allclose(X.T @ ours.dual_coef_.cpu().numpy()[:, 0], ref.coef_[0], atol=2e-5 * max(1, np.abs(ref.coef_).max()))
     np.testing.assert_allclose(ours.intercept_, ref.intercept_, atol=1e-5)
     np.testing.assert_allclose(ours.predict_proba(X), ref.predict_proba(X), atol=1e-6)
     np.testing.assert_allclose(ours.decision_function(X), ref.decision_function(X), atol=1e-5)
@@ -61,7 +61,7 @@ def test_linear_kernel_equals_sklearn_multinomial(small_digits):
     X, y = X[:200], y[:200] % 4
     ours = KernelLogisticRegression(C=0.5, kernel="linear").fit(X, y)
     ref = sk_logistic(0.5).fit(X, y)
-    np.testing.assert_allclose(X.T @ ours.dual_coef_.numpy(), ref.coef_.T, atol=1e-5)
+    np.testing.assert_allclose(X.T @ ours.dual_coef_.cpu().numpy(), ref.coef_.T, atol=1e-5)
     np.testing.assert_allclose(ours.predict_proba(X), ref.predict_proba(X), atol=1e-6)
     np.testing.assert_allclose(ours.predict_log_proba(X), np.log(ours.predict_proba(X)), atol=1e-10)
     np.testing.assert_array_equal(ours.predict(X), ref.predict(X))
@@ -130,7 +130,7 @@ def test_exact_rbf_satisfies_the_optimality_condition(small_digits):
     X, y = X[:120], (y[:120] > 4).astype(int)
     model = KernelLogisticRegression(C=2.0, kernel=RBF(gamma=0.05)).fit(X, y)
     p = model.predict_proba(X)[:, 1]
-    np.testing.assert_allclose(model.dual_coef_.numpy()[:, 0], -2.0 * (p - y), atol=1e-6)
+    np.testing.assert_allclose(model.dual_coef_.cpu().numpy()[:, 0], -2.0 * (p - y), atol=1e-6)
     np.testing.assert_allclose((p - y).sum(), 0.0, atol=1e-6)  # the intercept's condition
     assert model.rank_ == 120
 
@@ -155,7 +155,7 @@ def test_class_weight_balanced_helps_the_minority():
 
 def test_precomputed_kernel_equals_rbf(breast_cancer):
     X, y = breast_cancer
-    K = RBF(gamma=0.05)(X[:260]).numpy()
+    K = RBF(gamma=0.05)(X[:260]).cpu().numpy()
     for solver, kw in (("newton", {}), ("nystroem", dict(n_components=50, random_state=0))):
         ref = KernelLogisticRegression(gamma=0.05, solver=solver, **kw).fit(X[:200], y[:200])
         pre = KernelLogisticRegression(kernel="precomputed", solver=solver, **kw).fit(readonly(K[:200, :200]), y[:200])
@@ -196,7 +196,7 @@ def test_torch_in_torch_out_float32_and_inputs_untouched(breast_cancer):
     model = KernelLogisticRegression(gamma=0.05).fit(Xt, torch.tensor(y))
     out = model.predict_proba(Xt)
     assert isinstance(out, torch.Tensor) and isinstance(model.predict(Xt), torch.Tensor)
-    np.testing.assert_allclose(out.numpy(), ref.predict_proba(X), atol=1e-10)
+    np.testing.assert_allclose(out.cpu().numpy(), ref.predict_proba(X), atol=1e-10)
 
 
 # -- bad input ---------------------------------------------------------------------------------

@@ -55,7 +55,7 @@ def test_sklearn_contract(estimator, check):
 def dense_stats(kernels, X, Y):
     n = X.shape[0]
     H = np.eye(n) - 1.0 / n
-    Ks = [k(X).numpy() for k in kernels]
+    Ks = [k(X).cpu().numpy() for k in kernels]
     Kc = [H @ K @ H for K in Ks]
     Yc = H @ Y
     F = np.array([[np.sum(a * b) for b in Ks] for a in Ks])
@@ -114,14 +114,14 @@ def test_alignf_combination_is_at_least_as_aligned_as_any_base_kernel():
         Kc = H @ K @ H
         return yc @ Kc @ yc / (np.linalg.norm(Kc) * (yc @ yc))
 
-    combined = alignment(est.kernel_(X).numpy())
-    singles = [alignment(k(X).numpy()) for k in GROUP_KERNELS]
+    combined = alignment(est.kernel_(X).cpu().numpy())
+    singles = [alignment(k(X).cpu().numpy()) for k in GROUP_KERNELS]
     assert np.allclose(singles, est.alignment_, rtol=1e-8)
     assert combined >= max(singles) - 1e-10
     rng = np.random.default_rng(0)
     for _ in range(5):
         w = rng.uniform(size=len(GROUP_KERNELS))
-        K = sum(wi * k(X).numpy() / s for wi, k, s in zip(w, GROUP_KERNELS, est.kernel_scales_))
+        K = sum(wi * k(X).cpu().numpy() / s for wi, k, s in zip(w, GROUP_KERNELS, est.kernel_scales_))
         assert combined >= alignment(K) - 1e-10
     assert est.weights_.sum() == pytest.approx(1.0) and np.all(est.weights_ >= 0)
 
@@ -158,7 +158,7 @@ def test_easymkl_qp_matches_reference_solver():
                                   constraints=cons, method="SLSQP", options={"ftol": 1e-14, "maxiter": 500})
     Kt = torch.tensor(K)
     g, conv, _ = easymkl_gamma(lambda v: Kt @ v, torch.tensor(y), lam, max_iter=20000, tol=1e-12)
-    g = g.numpy()
+    g = g.cpu().numpy()
     assert conv
     assert g[y > 0].sum() == pytest.approx(1.0) and g[y < 0].sum() == pytest.approx(1.0) and np.all(g >= 0)
     assert g @ Q @ g == pytest.approx(ref.fun, rel=1e-6)
@@ -240,7 +240,7 @@ def test_torch_in_torch_out():
     out = est.predict(torch.tensor(X))
     assert isinstance(out, torch.Tensor)
     ref = MKLRegressor(GROUP_KERNELS).fit(X, y).predict(X)
-    assert np.allclose(out.numpy(), ref)
+    assert np.allclose(out.cpu().numpy(), ref)
 
 
 @cuda

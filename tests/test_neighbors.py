@@ -122,8 +122,8 @@ def test_polynomial_kernel_distances_match_naive(breast_cancer):
     Xtr, ytr, Xte = _split(breast_cancer, 300)
     k = Polynomial(degree=2, gamma=0.1, coef0=1.0)
     model = KernelKNeighborsClassifier(4, kernel=k).fit(Xtr, ytr)
-    K = k(Xte, Xtr).numpy()
-    D2 = np.diag(k(Xte).numpy())[:, None] + np.diag(k(Xtr).numpy())[None, :] - 2 * K
+    K = k(Xte, Xtr).cpu().numpy()
+    D2 = np.diag(k(Xte).cpu().numpy())[:, None] + np.diag(k(Xtr).cpu().numpy())[None, :] - 2 * K
     D2 = np.maximum(D2, 0)
     order = np.argsort(D2, axis=1, kind="stable")[:, :4]
     d, i = model.kneighbors(Xte)
@@ -178,7 +178,7 @@ def test_torch_in_torch_out(breast_cancer):
     d, i = model.kneighbors(torch.tensor(Xte))
     assert isinstance(d, torch.Tensor) and isinstance(i, torch.Tensor)
     assert isinstance(model.predict(torch.tensor(Xte)), torch.Tensor)
-    np.testing.assert_array_equal(model.predict(torch.tensor(Xte)).numpy(), model.predict(Xte))
+    np.testing.assert_array_equal(model.predict(torch.tensor(Xte)).cpu().numpy(), model.predict(Xte))
     f32 = KernelKNeighborsClassifier(3, dtype="float32").fit(Xtr, ytr)
     assert f32.kneighbors(Xte)[0].dtype == np.float32
 

@@ -122,7 +122,7 @@ def test_linear_kernel_equals_primal_perceptron(small_digits, averaged, n_classe
     ref = X @ W + b
     np.testing.assert_allclose(dec, ref[:, 0] if n_classes == 2 else ref, rtol=1e-10, atol=1e-9)
     # The primal weights are the support vectors combined with the dual coefficients.
-    np.testing.assert_allclose(model.dual_coef_.numpy() @ model.support_vectors_.numpy(), W.T, atol=1e-9)
+    np.testing.assert_allclose(model.dual_coef_.cpu().numpy() @ model.support_vectors_.cpu().numpy(), W.T, atol=1e-9)
 
 
 @pytest.mark.parametrize("class_weight", [None, {0: 3.0, 1: 0.5}])
@@ -147,12 +147,12 @@ def test_rbf_equals_naive_dual_loop(small_digits, variant):
     model = quiet_fit(KernelPerceptron(kernel=RBF(gamma=0.05), shuffle=False, tol=None, max_iter=3, **variant), X, y)
     multinomial = variant.get("multi_class") == "multinomial"
     Y = y[:, None].astype(float) if multinomial else ovr_codes(y, np.unique(y))
-    K = RBF(gamma=0.05)(X).numpy()
+    K = RBF(gamma=0.05)(X).cpu().numpy()
     A, b = naive_dual_perceptron(K, Y, model.n_iter_, averaged=variant.get("averaged", False),
                                  budget=variant.get("budget"), multinomial=multinomial)
     support = np.flatnonzero(np.any(A != 0, axis=1))
     np.testing.assert_array_equal(model.support_, support)
-    np.testing.assert_allclose(model.dual_coef_.numpy(), A[support].T, atol=1e-12)
+    np.testing.assert_allclose(model.dual_coef_.cpu().numpy(), A[support].T, atol=1e-12)
     np.testing.assert_allclose(model.intercept_, b, atol=1e-12)
     if "budget" in variant:
         assert len(model.support_) <= variant["budget"]
@@ -236,7 +236,7 @@ def test_class_weight_balanced_helps_the_minority():
 
 def test_precomputed_kernel_equals_rbf(small_digits):
     X, y = small_digits
-    K = RBF(gamma=0.05)(X).numpy()
+    K = RBF(gamma=0.05)(X).cpu().numpy()
     ref = quiet_fit(KernelPerceptron(gamma=0.05, shuffle=False, max_iter=3, budget=50), X[:200], y[:200])
     pre = quiet_fit(KernelPerceptron(kernel="precomputed", shuffle=False, max_iter=3, budget=50),
                     readonly(K[:200, :200]), y[:200])
@@ -263,7 +263,7 @@ def test_torch_in_torch_out_float32_and_inputs_untouched(small_digits):
     Xt = torch.tensor(X)
     out = quiet_fit(KernelPerceptron(gamma=0.05, random_state=0, max_iter=3), Xt, torch.tensor(y))
     assert isinstance(out.decision_function(Xt), torch.Tensor) and isinstance(out.predict(Xt), torch.Tensor)
-    np.testing.assert_allclose(out.decision_function(Xt).numpy(),
+    np.testing.assert_allclose(out.decision_function(Xt).cpu().numpy(),
                                quiet_fit(KernelPerceptron(gamma=0.05, random_state=0, max_iter=3), X, y).decision_function(X))
 
 

@@ -65,9 +65,9 @@ def test_linear_kernel_equals_ridge_without_intercept(diabetes):
 def test_closed_form_dual_coefficients(diabetes):
     X, y = diabetes
     model = KernelRidge(alpha=0.3, kernel=RBF(gamma=0.2)).fit(X[:100], y[:100])
-    K = RBF(gamma=0.2)(X[:100]).numpy()
+    K = RBF(gamma=0.2)(X[:100]).cpu().numpy()
     expected = np.linalg.solve(K + 0.3 * np.eye(100), y[:100])
-    assert rel(model.dual_coef_.numpy(), expected) < 1e-8
+    assert rel(model.dual_coef_.cpu().numpy(), expected) < 1e-8
 
 
 def test_sample_weight_matches_sklearn(diabetes):
@@ -91,7 +91,7 @@ def test_multi_output_with_alpha_per_target(diabetes):
 
 def test_precomputed_kernel(diabetes):
     X, y = diabetes
-    K = RBF(gamma=0.5)(X).numpy()
+    K = RBF(gamma=0.5)(X).cpu().numpy()
     ours = KernelRidge(alpha=0.2, kernel="precomputed").fit(readonly(K[:300, :300]), y[:300])
     ref = KernelRidge(alpha=0.2, kernel="rbf", gamma=0.5).fit(X[:300], y[:300])
     np.testing.assert_allclose(ours.predict(readonly(K[300:, :300])), ref.predict(X[300:]), rtol=1e-9)
@@ -101,7 +101,7 @@ def test_composite_kernel_equals_precomputed_sum(diabetes):
     X, y = diabetes
     k = 0.5 * RBF(gamma=0.3) + Linear() * RBF(gamma=0.1) + 2.0
     ours = KernelRidge(alpha=1.0, kernel=k).fit(X[:200], y[:200])
-    K = k(X).numpy()
+    K = k(X).cpu().numpy()
     ref = SkKernelRidge(alpha=1.0, kernel="precomputed").fit(K[:200, :200], y[:200])
     assert rel(ours.predict(X[200:]), ref.predict(K[200:, :200])) < 1e-6
 
@@ -146,7 +146,7 @@ def test_torch_in_torch_out_and_sparse_in(diabetes):
     model = KernelRidge(kernel="rbf").fit(torch.as_tensor(X[:200]), torch.as_tensor(y[:200]))
     out = model.predict(torch.as_tensor(X[200:]))
     assert isinstance(out, torch.Tensor)
-    np.testing.assert_allclose(out.numpy(), ref, rtol=1e-10)
+    np.testing.assert_allclose(out.cpu().numpy(), ref, rtol=1e-10)
     sparse = KernelRidge(kernel="rbf").fit(sp.csr_matrix(X[:200]), y[:200]).predict(sp.csr_matrix(X[200:]))
     np.testing.assert_allclose(sparse, ref, rtol=1e-10)
 

@@ -41,7 +41,7 @@ def test_rff_gram_within_hoeffding_bound(small, kernel, variant):
     m = 3000
     rff = RandomFourierFeatures(kernel, m, variant=variant, random_state=0).fit(X)
     Z = rff.transform(X)
-    K = kernel(X).numpy()
+    K = kernel(X).cpu().numpy()
     k0 = rff.amplitude_
     n_pairs = X.shape[0] * (X.shape[0] + 1) // 2
     # cos/sin: each term cos(w^T(x-y)) in [-1, 1]; phase: 2cos(.)cos(.) in [-2, 2]
@@ -53,7 +53,7 @@ def test_rff_gram_within_hoeffding_bound(small, kernel, variant):
 def test_rff_error_falls_like_one_over_sqrt_m(small):
     X = small[0][:150]
     k = RBF(gamma=0.05)
-    K = k(X).numpy()
+    K = k(X).cpu().numpy()
     ms = [64, 256, 1024, 4096]
     errs = []
     for m in ms:
@@ -67,7 +67,7 @@ def test_rff_error_falls_like_one_over_sqrt_m(small):
 def test_orthogonal_features_have_lower_error(small):
     X = small[0][:150]
     k = RBF(gamma=0.05)
-    K = k(X).numpy()
+    K = k(X).cpu().numpy()
 
     def err(orth):
         return np.mean([np.abs((Z := RandomFourierFeatures(k, 256, orthogonal=orth, random_state=s).fit_transform(X))
@@ -81,7 +81,7 @@ def test_rff_composites_and_scale():
     rff = RandomFourierFeatures(k, 20000, random_state=1).fit(X)
     assert rff.amplitude_ == pytest.approx(3.0)
     Z = rff.transform(X)
-    assert np.abs(Z @ Z.T - k(X).numpy()).max() < hoeffding_bound(20000, 1275, 3.0)
+    assert np.abs(Z @ Z.T - k(X).cpu().numpy()).max() < hoeffding_bound(20000, 1275, 3.0)
 
 
 def test_rff_is_reproducible_and_keeps_input(small):
@@ -92,7 +92,7 @@ def test_rff_is_reproducible_and_keeps_input(small):
     Xt = torch.tensor(X)
     out = RandomFourierFeatures("rbf", 16, gamma=0.1, random_state=3).fit_transform(Xt)
     assert isinstance(out, torch.Tensor)
-    np.testing.assert_allclose(out.numpy(), a)
+    np.testing.assert_allclose(out.cpu().numpy(), a)
 
 
 @pytest.mark.parametrize("kernel", [Linear(), Polynomial(degree=2), RBF() + Linear()], ids=repr)
@@ -117,12 +117,12 @@ def test_nystroem_with_all_points_is_exact(small, method):
     X = small[0][:150]
     k = RBF(gamma=0.05)
     Z = Nystroem(k, 150, method=method, random_state=0).fit_transform(X)
-    np.testing.assert_allclose(Z @ Z.T, k(X).numpy(), atol=1e-9)
+    np.testing.assert_allclose(Z @ Z.T, k(X).cpu().numpy(), atol=1e-9)
 
 
 def _nys_error(X, rule, M, k, seed=0):
     Z = Nystroem(k, M, landmarks=rule, random_state=seed).fit_transform(X)
-    return np.abs(Z @ Z.T - k(X).numpy()).mean()
+    return np.abs(Z @ Z.T - k(X).cpu().numpy()).mean()
 
 
 @pytest.mark.parametrize("rule", ["uniform", "kmeans++", "leverage", "greedy"])
@@ -186,8 +186,8 @@ def test_nystroem_tiny_budget_matches_default(small):
 def test_landmark_features_are_kernel_columns(small):
     X = small[0]
     lf = LandmarkFeatures("rbf", 12, gamma=0.05, random_state=0).fit(X)
-    np.testing.assert_allclose(lf.transform(X), RBF(gamma=0.05)(X, lf.landmarks_).numpy())
-    np.testing.assert_array_equal(lf.landmarks_.numpy(), X[lf.component_indices_])
+    np.testing.assert_allclose(lf.transform(X), RBF(gamma=0.05)(X, lf.landmarks_).cpu().numpy())
+    np.testing.assert_array_equal(lf.landmarks_.cpu().numpy(), X[lf.component_indices_])
 
 
 def test_leverage_scores_prefer_isolated_points():
@@ -207,8 +207,8 @@ def test_pivoted_cholesky_full_rank_is_exact(rule):
     X = torch.as_tensor(np.random.default_rng(1).normal(size=(40, 3)))
     k = RBF(gamma=0.3)
     res = pivoted_cholesky(k, X, 40, rule=rule, generator=torch.Generator().manual_seed(0))
-    np.testing.assert_allclose((res.G @ res.G.T).numpy(), k(X).numpy(), atol=1e-8)
-    assert np.all(np.diff(res.residual_trace.numpy()) <= 1e-12)
+    np.testing.assert_allclose((res.G @ res.G.T).cpu().numpy(), k(X).cpu().numpy(), atol=1e-8)
+    assert np.all(np.diff(res.residual_trace.cpu().numpy()) <= 1e-12)
 
 
 def test_incomplete_cholesky_trace_and_out_of_sample(small):
@@ -216,11 +216,11 @@ def test_incomplete_cholesky_trace_and_out_of_sample(small):
     k = RBF(gamma=0.05)
     ic = IncompleteCholesky(k, 40)
     G = ic.fit_transform(X)
-    K = k(X).numpy()
+    K = k(X).cpu().numpy()
     assert ic.residual_trace_[-1] == pytest.approx(np.trace(K - G @ G.T), rel=1e-8)
     np.testing.assert_allclose(ic.transform(X), G, atol=1e-10)  # the map on training rows is G itself
     np.testing.assert_allclose(G[ic.pivots_] @ G[ic.pivots_].T, K[np.ix_(ic.pivots_, ic.pivots_)], atol=1e-10)
-    assert np.allclose(np.triu(ic.factor_.numpy(), 1), 0)
+    assert np.allclose(np.triu(ic.factor_.cpu().numpy(), 1), 0)
 
 
 def test_incomplete_cholesky_tol_stops_early():
@@ -251,7 +251,7 @@ def test_cg_solves_several_right_hand_sides():
     B[:, 2] = 0.0
     res = conjugate_gradient(lambda V: A @ V, B, tol=1e-12, max_iter=500)
     assert res.converged and res.n_iter <= 200
-    np.testing.assert_allclose(res.x.numpy(), torch.linalg.solve(A, B).numpy(), atol=1e-8)
+    np.testing.assert_allclose(res.x.cpu().numpy(), torch.linalg.solve(A, B).cpu().numpy(), atol=1e-8)
     assert torch.all(res.x[:, 2] == 0)
 
 
@@ -275,9 +275,9 @@ def test_cg_reports_non_convergence():
 # -- Nyström kernel ridge ------------------------------------------------------------------------
 def _direct_nystroem(k, X, Z, y, alpha, w=None):
     """Dense reference: (K_nM^T W K_nM + alpha K_MM) beta = K_nM^T W y."""
-    Knm = k(X, Z).numpy()
+    Knm = k(X, Z).cpu().numpy()
     W = np.ones(len(X)) if w is None else w
-    H = Knm.T @ (W[:, None] * Knm) + alpha * k(Z).numpy()
+    H = Knm.T @ (W[:, None] * Knm) + alpha * k(Z).cpu().numpy()
     return np.linalg.lstsq(H, Knm.T @ (W * y), rcond=None)[0]
 
 
@@ -305,7 +305,7 @@ def test_nystroem_krr_matches_the_dense_normal_equations(small, solver):
     m = NystroemKernelRidge(alpha=0.3, kernel=k, centers=readonly(Z), dtype="float64", tol=1e-12,
                             max_iter=500, solver=solver).fit(readonly(X), readonly(y), sample_weight=w)
     assert m.solver_ == solver
-    np.testing.assert_allclose(m.predict(X), k(X, Z).numpy() @ beta, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(m.predict(X), k(X, Z).cpu().numpy() @ beta, rtol=1e-6, atol=1e-6)
 
 
 def test_integer_weights_equal_repeated_rows_with_fixed_centres(small):
@@ -438,7 +438,7 @@ def test_random_feature_ridge_is_ridge_on_the_features(small):
     Z = m.features_.transform(X)
     ref = Ridge(alpha=0.7, fit_intercept=False, solver="cholesky").fit(Z, y)
     np.testing.assert_allclose(m.predict(X), ref.predict(Z), rtol=1e-8, atol=1e-8)
-    np.testing.assert_allclose(m.coef_.numpy(), ref.coef_, rtol=1e-7, atol=1e-9)
+    np.testing.assert_allclose(m.coef_.cpu().numpy(), ref.coef_, rtol=1e-7, atol=1e-9)
 
 
 def test_random_feature_ridge_tends_to_exact_krr(small):

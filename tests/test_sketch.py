@@ -25,7 +25,7 @@ def points(n=8, d=12, seed=0):
 
 def exact(X, degree, gamma, coef0, Z=None):
     Xt = torch.as_tensor(np.array(X))
-    return Polynomial(degree=degree, gamma=gamma, coef0=coef0)(Xt, None if Z is None else torch.as_tensor(np.array(Z))).numpy()
+    return Polynomial(degree=degree, gamma=gamma, coef0=coef0)(Xt, None if Z is None else torch.as_tensor(np.array(Z))).cpu().numpy()
 
 
 def estimates(cls, X, degree, gamma, coef0, m, seeds):
@@ -71,8 +71,8 @@ def test_tensor_sketch_equals_sklearn_given_the_same_hash_functions():
         index, bit = ref.indexHash_, ref.bitHash_
         if coef0 == 0:  # sklearn drops the constant coordinate sqrt(coef0) = 0; ours keeps it (no effect)
             index, bit = np.c_[index, np.zeros(degree, int)], np.c_[bit, np.ones(degree)]
-        ours.index_hash_ = torch.as_tensor(index)
-        ours.bit_hash_ = torch.as_tensor(bit, dtype=torch.float64)
+        ours.index_hash_ = torch.as_tensor(index, device=ours.index_hash_.device)
+        ours.bit_hash_ = torch.as_tensor(bit, dtype=torch.float64, device=ours.bit_hash_.device)
         np.testing.assert_allclose(ours.transform(X), ref.transform(X), rtol=1e-10, atol=1e-12)
 
 
@@ -125,7 +125,7 @@ def test_random_maclaurin_degree_measure():
     assert np.all(homogeneous.feature_degrees_ == 3)  # a_n = 0 below degree 3: no feature spent there
     # With coef0 = 0 and degree 1, a feature is <w, x> * sqrt(gamma / m): Z Z^T = gamma X W W^T X^T / m.
     lin = RandomMaclaurin(degree=1, gamma=2.0, coef0=0.0, n_components=30, random_state=0).fit(X)
-    W = lin._rademacher[1][0].numpy()
+    W = lin._rademacher[1][0].cpu().numpy()
     np.testing.assert_allclose(lin.transform(X), X @ W * np.sqrt(2.0 / 30), rtol=1e-12)
 
 
@@ -133,7 +133,7 @@ def test_tensor_sketch_degree_one_is_a_count_sketch():
     X = points()
     t = TensorSketch(degree=1, gamma=1.0, coef0=0.0, n_components=7, random_state=3).fit(X)
     S = np.zeros((X.shape[1] + 1, 7))
-    S[np.arange(X.shape[1] + 1), t.index_hash_[0].numpy()] = t.bit_hash_[0].numpy()
+    S[np.arange(X.shape[1] + 1), t.index_hash_[0].cpu().numpy()] = t.bit_hash_[0].cpu().numpy()
     np.testing.assert_allclose(t.transform(X), np.c_[X, np.zeros(len(X))] @ S, atol=1e-14)
 
 
@@ -164,7 +164,7 @@ def test_torch_in_torch_out_float32_and_determinism(cls):
     Xt = torch.tensor(X)
     Zt = cls(n_components=32, random_state=5).fit(Xt).transform(Xt)
     assert isinstance(Zt, torch.Tensor)
-    np.testing.assert_allclose(Zt.numpy(), Z64, rtol=1e-12)
+    np.testing.assert_allclose(Zt.cpu().numpy(), Z64, rtol=1e-12)
     assert list(t.get_feature_names_out()) == [f"{cls.__name__.lower()}{i}" for i in range(32)]
 
 

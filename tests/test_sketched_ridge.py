@@ -45,7 +45,7 @@ def test_gaussian_sketch_with_m_equal_n_is_exact_krr(data, params, alpha):
     assert rel(ours.predict(Xt), ref) < 1e-6
     assert rel(ours.predict(Xt), exact.predict(Xt)) < 1e-6
     if params["kernel"] != "poly":  # K is nonsingular: the dual coefficients are unique too
-        assert rel(ours.dual_coef_.numpy(), exact.dual_coef_.numpy()) < 1e-5
+        assert rel(ours.dual_coef_.cpu().numpy(), exact.dual_coef_.cpu().numpy()) < 1e-5
 
 
 @pytest.mark.parametrize("sketch", ["hadamard", "subsample"])
@@ -74,21 +74,21 @@ def test_solves_the_sketched_normal_equations(data, sketch):
     X, y, Xt, _ = data
     n = 100  # not a power of two: the Hadamard sketch pads to 128
     model = SketchedKernelRidge(alpha=0.7, gamma=0.1, n_components=30, sketch=sketch, random_state=3).fit(X[:n], y[:n])
-    S = model.sketch_matrix().numpy()
+    S = model.sketch_matrix().cpu().numpy()
     assert S.shape == (30, n)
-    K = RBF(gamma=0.1)(torch.as_tensor(np.array(X[:n]))).numpy()
-    theta = model.sketch_coef_.numpy()
+    K = RBF(gamma=0.1)(torch.as_tensor(np.array(X[:n]))).cpu().numpy()
+    theta = model.sketch_coef_.cpu().numpy()
     lhs = S @ K @ K @ S.T @ theta + 0.7 * S @ K @ S.T @ theta
     assert rel(lhs, S @ K @ y[:n]) < 1e-8
-    np.testing.assert_allclose(model.dual_coef_.numpy(), S.T @ theta, rtol=1e-10, atol=1e-12)
-    Kt = RBF(gamma=0.1)(torch.as_tensor(np.array(Xt)), torch.as_tensor(np.array(X[:n]))).numpy()
+    np.testing.assert_allclose(model.dual_coef_.cpu().numpy(), S.T @ theta, rtol=1e-10, atol=1e-12)
+    Kt = RBF(gamma=0.1)(torch.as_tensor(np.array(Xt)), torch.as_tensor(np.array(X[:n]))).cpu().numpy()
     assert rel(model.predict(Xt), Kt @ S.T @ theta) < 1e-10
 
 
 def test_sketch_matrices_have_the_stated_form():
     X = readonly(np.random.default_rng(0).normal(size=(100, 3)))
     y = readonly(np.random.default_rng(1).normal(size=100))
-    had = SketchedKernelRidge(n_components=20, sketch="hadamard", random_state=0).fit(X, y).sketch_matrix().numpy()
+    had = SketchedKernelRidge(n_components=20, sketch="hadamard", random_state=0).fit(X, y).sketch_matrix().cpu().numpy()
     # sqrt(N/m) P H D restricted to the first n columns, N = 128: entries +-sqrt(N/m)/sqrt(N) = +-1/sqrt(m).
     np.testing.assert_allclose(np.abs(had), 1 / np.sqrt(20), rtol=1e-12)
     # Row j is H[r_j, :n] * D / sqrt(m): the product of two rows, times m, is H[r_j xor r_0, :n],
@@ -96,10 +96,10 @@ def test_sketch_matrices_have_the_stated_form():
     H = sla.hadamard(128)[:, :100]
     products = 20 * had[0] * had
     assert np.allclose(np.abs(products @ H.T).max(axis=1), 100, rtol=1e-10)
-    sub = SketchedKernelRidge(n_components=20, sketch="subsample", random_state=0).fit(X, y).sketch_matrix().numpy()
+    sub = SketchedKernelRidge(n_components=20, sketch="subsample", random_state=0).fit(X, y).sketch_matrix().cpu().numpy()
     assert np.all((sub != 0).sum(axis=1) == 1) and len(np.unique(sub.argmax(axis=1))) == 20
     np.testing.assert_allclose(sub.max(axis=1), np.sqrt(100 / 20))
-    gau = SketchedKernelRidge(n_components=20, random_state=0).fit(X, y).sketch_matrix().numpy()
+    gau = SketchedKernelRidge(n_components=20, random_state=0).fit(X, y).sketch_matrix().cpu().numpy()
     assert abs(gau.var() * 20 - 1) < 0.1
 
 
@@ -108,10 +108,10 @@ def test_fwht_equals_the_hadamard_matrix():
     for N in (1, 2, 8, 64):
         A = rng.normal(size=(N, 5))
         H = sla.hadamard(N) / np.sqrt(N)
-        np.testing.assert_allclose(fwht(torch.as_tensor(A)).numpy(), H @ A, atol=1e-12)
-        np.testing.assert_allclose(fwht(torch.as_tensor(A), max_bytes=3 * N * 8).numpy(), H @ A, atol=1e-12)
+        np.testing.assert_allclose(fwht(torch.as_tensor(A)).cpu().numpy(), H @ A, atol=1e-12)
+        np.testing.assert_allclose(fwht(torch.as_tensor(A), max_bytes=3 * N * 8).cpu().numpy(), H @ A, atol=1e-12)
     v = torch.as_tensor(rng.normal(size=16))
-    np.testing.assert_allclose(fwht(fwht(v)).numpy(), v.numpy(), atol=1e-12)
+    np.testing.assert_allclose(fwht(fwht(v)).cpu().numpy(), v.cpu().numpy(), atol=1e-12)
     with pytest.raises(ValueError, match="power of two; got 12"):
         fwht(torch.zeros(12, 2))
 
@@ -166,7 +166,7 @@ def test_float32_torch_in_torch_out(data):
     assert p32.dtype == np.float32 and rel(p32, ref) < 1e-3
     pt = SketchedKernelRidge(alpha=0.5, gamma=0.1, n_components=50, random_state=0).fit(
         torch.as_tensor(np.array(X)), torch.as_tensor(np.array(y))).predict(torch.as_tensor(np.array(Xt)))
-    assert isinstance(pt, torch.Tensor) and rel(pt.numpy(), ref) < 1e-12
+    assert isinstance(pt, torch.Tensor) and rel(pt.cpu().numpy(), ref) < 1e-12
 
 
 def test_kernel_object_and_composite(data):

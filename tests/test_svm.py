@@ -86,8 +86,8 @@ def test_multiclass_ovo_matches_libsvm(digits, shape):
 def test_support_vectors_and_decision_formula(breast_cancer):
     X, y = breast_cancer
     m = KernelSVC(kernel=RBF(gamma=0.03)).fit(X, y)
-    np.testing.assert_allclose(m.support_vectors_.numpy(), X[m.support_])
-    K = RBF(gamma=0.03)(X, X[m.support_]).numpy()
+    np.testing.assert_allclose(m.support_vectors_.cpu().numpy(), X[m.support_])
+    K = RBF(gamma=0.03)(X, X[m.support_]).cpu().numpy()
     np.testing.assert_allclose(m.decision_function(X), K @ m.dual_coef_[0] + m.intercept_[0], atol=1e-10)
     # KKT: 0 <= |coef| <= C, sum of coefficients = 0
     assert np.all(np.abs(m.dual_coef_) <= 1.0 + 1e-12) and abs(m.dual_coef_.sum()) < 1e-8
@@ -128,8 +128,8 @@ def test_string_labels(digits):
 
 def test_precomputed_matches_libsvm(breast_cancer):
     X, y, Xte, _ = _split(*breast_cancer, 400)
-    K = readonly(Polynomial(degree=2, gamma=0.02, coef0=1.0)(X).numpy())
-    Kte = Polynomial(degree=2, gamma=0.02, coef0=1.0)(Xte, X).numpy()
+    K = readonly(Polynomial(degree=2, gamma=0.02, coef0=1.0)(X).cpu().numpy())
+    Kte = Polynomial(degree=2, gamma=0.02, coef0=1.0)(Xte, X).cpu().numpy()
     # LIBSVM caches Q in float32: on a kernel of scale ~5 the paths part at 1e-3; compare at 1e-4
     ours = KernelSVC(kernel="precomputed", tol=1e-4).fit(K, y)
     ref = SVC(kernel="precomputed", tol=1e-4).fit(K, y)
@@ -142,9 +142,9 @@ def test_composite_kernel_equals_its_gram(breast_cancer):
     X, y, Xte, _ = _split(*breast_cancer, 300)
     k = 0.7 * RBF(gamma=0.05) + 0.01 * Linear()
     ours = KernelSVC(kernel=k, C=2.0).fit(X, y)
-    ref = SVC(kernel="precomputed", C=2.0).fit(k(X).numpy(), y)
+    ref = SVC(kernel="precomputed", C=2.0).fit(k(X).cpu().numpy(), y)
     np.testing.assert_array_equal(ours.support_, ref.support_)
-    assert np.abs(ours.decision_function(Xte) - ref.decision_function(k(Xte, X).numpy())).max() < 1e-3
+    assert np.abs(ours.decision_function(Xte) - ref.decision_function(k(Xte, X).cpu().numpy())).max() < 1e-3
 
 
 def test_set_kernel():
@@ -193,7 +193,7 @@ def test_torch_in_torch_out(breast_cancer):
     Xt, yt = torch.as_tensor(X), torch.as_tensor(y)
     m = KernelSVC().fit(Xt, yt)
     assert isinstance(m.decision_function(Xt), torch.Tensor) and isinstance(m.predict(Xt), torch.Tensor)
-    np.testing.assert_allclose(m.decision_function(Xt).numpy(), KernelSVC().fit(X, y).decision_function(X))
+    np.testing.assert_allclose(m.decision_function(Xt).cpu().numpy(), KernelSVC().fit(X, y).decision_function(X))
 
 
 def test_one_vs_rest_machines_are_binary_svcs(digits):
@@ -213,7 +213,7 @@ def test_one_vs_rest_machines_are_binary_svcs(digits):
 def test_smo_solves_the_dual_kkt(breast_cancer):
     X, y = breast_cancer
     yy = np.where(y == 1, 1.0, -1.0)
-    K = RBF(gamma=0.05)(X).numpy()
+    K = RBF(gamma=0.05)(X).cpu().numpy()
     Cb = np.where(yy > 0, 1.0, 3.0)
     res = solve_smo(lambda i: K[i], np.diag(K).copy(), yy, Cb, matvec=lambda r, c, v: K[np.ix_(r, c)] @ v,
                     cache_rows=40, tol=1e-6)

@@ -522,7 +522,8 @@ def load(path, *, device=None):
     ----------
     path : str, path or readable binary file
     device : str or torch.device, optional
-        Where the loaded model computes; default ``"cpu"`` whatever the device it was fitted on.
+        Where the loaded model computes; default: mercer's configured device
+        (``mercer.set_config(device=...)``), else ``"cpu"``, whatever the device it was fitted on.
         A ``device`` parameter that was set at fit time is replaced by this one.
 
     Returns
@@ -538,7 +539,9 @@ def load(path, *, device=None):
 
     manifest, arrays = _read(path)
     name = manifest["class"]
-    dev = resolve_device(device if device is not None else "cpu")
+    from ._config import get_config
+
+    dev = resolve_device(device if device is not None else (get_config().device or "cpu"))
     dec = _Decoder(arrays, dev)
     if manifest.get("mercer_version") != __version__:
         warnings.warn(f"{path}: saved by mercer {manifest.get('mercer_version')}, loaded by {__version__}; "

@@ -27,7 +27,7 @@ def _read_csv(path: Path, dtype) -> np.ndarray:
         import pandas as pd
     except ImportError:  # pragma: no cover - pandas is an optional dependency
         return np.loadtxt(path, delimiter=",", dtype=dtype, ndmin=2)
-    return pd.read_csv(path, header=None, dtype=dtype).to_numpy()
+    return pd.read_csv(path, header=None, dtype=dtype, float_precision="round_trip").to_numpy()
 
 
 def load_uci(name: str, root, split: int = 0):

@@ -65,9 +65,14 @@ class Kernel:
 
     # -- public API -------------------------------------------------------------------------
     def __call__(self, X1, X2=None) -> torch.Tensor:
-        """Kernel matrix ``K[i, j] = k(X1[i], X2[j])``; ``X2=None`` means ``X2 = X1``."""
-        X1 = _as_tensor(X1)
-        X2 = X1 if X2 is None else _as_tensor(X2, like=X1)
+        """Kernel matrix ``K[i, j] = k(X1[i], X2[j])``; ``X2=None`` means ``X2 = X1``. An array
+        given with a tensor follows the tensor's device and dtype (either argument)."""
+        if X2 is not None and isinstance(X2, torch.Tensor) and not isinstance(X1, torch.Tensor):
+            X2 = _as_tensor(X2)
+            X1 = _as_tensor(X1, like=X2)
+        else:
+            X1 = _as_tensor(X1)
+            X2 = X1 if X2 is None else _as_tensor(X2, like=X1)
         self._check_pair(X1, X2)
         return self._pairwise(X1, X2)
 

@@ -26,50 +26,50 @@ def _scaled_sq_dist(X1: torch.Tensor, X2: torch.Tensor, g) -> torch.Tensor:
     """``-g ||x - y||^2`` (clamped at 0 from above) as one GEMM on augmented rows,
     ``[2g x, -g |x|^2, 1] . [y, 1, -g |y|^2]``: the norms are added inside the product, so the block
     is written once by the GEMM and touched once more by the clamp (the expansion with separate
-    norm additions makes two more passes over a block that is usually larger than the cache)."""
+    norm additions makes two more passes over a block that is usually larger than the cache).
+
+    A few rows against many stored points (prediction of small batches) take another route: the
+    augmented copy of ``X2`` would cost more than the product itself, so the product is
+    ``X1 @ X2.T`` on ``X2`` as it is and the norms of ``X2`` come from a small cache."""
     n1 = (X1 * X1).sum(dim=1, keepdim=True)
+    if X2 is not X1 and X1.shape[0] <= _SMALL_LEFT:
+        n2 = _sq_norms_cached(X2)
+        D = (X1 @ X2.T).mul_(2.0 * g) if isinstance(g, (int, float)) else (X1 @ X2.T) * (2.0 * g)
+        return D.sub_(n1 * g).sub_(n2[None, :] * g).clamp_max_(0.0)
     A = torch.cat([X1 * (2.0 * g), n1.mul(-g), torch.ones_like(n1)], dim=1)
-    if X2 is X1:
-        B = torch.cat([X1, torch.ones_like(n1), n1.mul(-g)], dim=1)
-    elif X1.shape[0] <= _SMALL_LEFT:
-        B = _right_rows_cached(X2, g)
-    else:
-        B = _right_rows(X2, g)
+    n2 = n1 if X2 is X1 else (X2 * X2).sum(dim=1, keepdim=True)
+    B = torch.cat([X2, torch.ones_like(n2), n2.mul(-g)], dim=1)
     return (A @ B.T).clamp_max_(0.0)
 
 
-def _right_rows(X2: torch.Tensor, g) -> torch.Tensor:
-    n2 = (X2 * X2).sum(dim=1, keepdim=True)
-    return torch.cat([X2, torch.ones_like(n2), n2.mul(-g)], dim=1)
-
-
-# Small-batch latency: predicting a few rows against the same stored points (support vectors,
-# training set, centres) rebuilds ``[y, 1, -g |y|^2]`` each call, which costs more than the product
-# itself when the left side has a handful of rows. The augmented rows of a few such tensors are kept,
-# keyed by the tensor object (held weakly: the entry goes with it), its version counter (in-place
-# edits invalidate) and gamma. Only plain floats, tensors without autograd, and outside inference mode.
+# Small-batch latency: the squared norms of stored points (support vectors, training set, centres)
+# are kept for a few tensors, keyed by the tensor object (held weakly: the entry goes with it) and
+# its version counter (in-place edits invalidate). Tensors that need gradients and inference-mode
+# calls are not cached. The norms are O(n) memory; recomputing them reads all of X2 once more.
 _SMALL_LEFT = 64
-_CACHE_MAX_BYTES = 64 << 20
 _CACHE_ENTRIES = 8
-_right_cache: dict[int, tuple] = {}
+_norm_cache: dict[int, tuple] = {}
 
 
-def _right_rows_cached(X2: torch.Tensor, g) -> torch.Tensor:
-    if (not isinstance(g, (int, float)) or X2.requires_grad or torch.is_inference_mode_enabled()
-            or X2.numel() * X2.element_size() > _CACHE_MAX_BYTES):
-        return _right_rows(X2, g)
+def _sq_norms(X2: torch.Tensor) -> torch.Tensor:
+    return (X2 * X2).sum(dim=1)
+
+
+def _sq_norms_cached(X2: torch.Tensor) -> torch.Tensor:
+    if X2.requires_grad or torch.is_inference_mode_enabled():
+        return _sq_norms(X2)
     key = id(X2)
-    hit = _right_cache.get(key)
+    hit = _norm_cache.get(key)
     if hit is not None:
-        ref, version, ptr, shape, gk, B = hit
-        if ref() is X2 and version == X2._version and ptr == X2.data_ptr() and shape == X2.shape and gk == g:
-            return B
-    B = _right_rows(X2, g)
-    while len(_right_cache) >= _CACHE_ENTRIES:
-        _right_cache.pop(next(iter(_right_cache)), None)
-    ref = weakref.ref(X2, lambda _r, k=key: _right_cache.pop(k, None))
-    _right_cache[key] = (ref, X2._version, X2.data_ptr(), X2.shape, g, B)
-    return B
+        ref, version, ptr, shape, n2 = hit
+        if ref() is X2 and version == X2._version and ptr == X2.data_ptr() and shape == X2.shape:
+            return n2
+    n2 = _sq_norms(X2)
+    while len(_norm_cache) >= _CACHE_ENTRIES:
+        _norm_cache.pop(next(iter(_norm_cache)), None)
+    ref = weakref.ref(X2, lambda _r, k=key: _norm_cache.pop(k, None))
+    _norm_cache[key] = (ref, X2._version, X2.data_ptr(), X2.shape, n2)
+    return n2
 
 
 class _Stationary(Kernel):

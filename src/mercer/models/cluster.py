@@ -431,7 +431,7 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ke
         _, mind = self._assign_new(X)
         if sample_weight is not None:
             sw = self._sample_weight(sample_weight, None, mind.shape[0])
-            return -float((mind * torch.as_tensor(sw, dtype=mind.dtype, device=mind.device)).sum())
+            return -float((mind * torch.tensor(np.asarray(sw), dtype=mind.dtype, device=mind.device)).sum())
         return -float(mind.sum())
 
     @property
