@@ -647,3 +647,24 @@ def test_rbf_small_batch_cache_skips_autograd():
     RBF(gamma=0.5)(x, Z).sum().backward()
     assert id(Z) not in _stationary._norm_cache
     assert Z.grad is not None and torch.isfinite(Z.grad).all()
+
+
+def test_rbf_small_batch_row_blocks_share_the_cache_of_their_tensor():
+    """The block engine passes ``Z[cols]``: those views are served from the whole tensor's norms,
+    and an edit through any view invalidates them (views share the version counter)."""
+    from mercer.kernels import _stationary
+    from mercer.linalg import KernelOperator
+
+    g = torch.Generator().manual_seed(5)
+    Z = torch.randn(500, 6, generator=g, dtype=torch.float64)
+    x = torch.randn(3, 6, generator=g, dtype=torch.float64)
+    naive = lambda a, b: torch.exp(-0.2 * ((a[:, None, :] - b[None, :, :]) ** 2).sum(-1))  # noqa: E731
+    k = RBF(gamma=0.2)
+    assert_close(k(x, Z[100:350]), naive(x, Z[100:350]), tol=1e-12)
+    assert id(Z) in _stationary._norm_cache  # the base's norms, not the view's
+    v = torch.randn(500, 2, generator=g, dtype=torch.float64)
+    op = KernelOperator(k, x, Z, memory_budget=40_000)  # several column tiles of Z
+    assert op.plan.col_block < 500
+    assert_close(op.matvec(v), naive(x, Z) @ v, tol=1e-12)
+    Z[120:130] *= 3.0  # in place, through a view
+    assert_close(k(x, Z[100:350]), naive(x, Z[100:350]), tol=1e-12)

@@ -26,6 +26,7 @@ import numpy as np
 import torch
 
 from .. import _random as _rnd
+from .._backend import row_sq_norms
 from .._validation import describe, is_torch
 from ..kernels import Kernel
 from ..linalg import default_memory_budget
@@ -70,7 +71,7 @@ def _kmeanspp(X: torch.Tensor, M: int, generator: torch.Generator) -> torch.Tens
     idx = torch.empty(M, dtype=torch.long, device=X.device)
     first = int(_rnd.randint(generator, n, (1,)))
     idx[0] = first
-    sq = (X * X).sum(dim=1)
+    sq = row_sq_norms(X)
     d2 = (sq - 2.0 * (X @ X[first]) + sq[first]).clamp_min_(0.0)
     for j in range(1, M):
         total = float(d2.sum())

@@ -11,6 +11,7 @@ import weakref
 
 import torch
 
+from .._backend import row_sq_norms
 from ._base import Kernel
 from ._params import positive, resolved_gamma
 
@@ -31,13 +32,13 @@ def _scaled_sq_dist(X1: torch.Tensor, X2: torch.Tensor, g) -> torch.Tensor:
     A few rows against many stored points (prediction of small batches) take another route: the
     augmented copy of ``X2`` would cost more than the product itself, so the product is
     ``X1 @ X2.T`` on ``X2`` as it is and the norms of ``X2`` come from a small cache."""
-    n1 = (X1 * X1).sum(dim=1, keepdim=True)
+    n1 = _sq_norms(X1)[:, None]
     if X2 is not X1 and X1.shape[0] <= _SMALL_LEFT:
         n2 = _sq_norms_cached(X2)
         D = (X1 @ X2.T).mul_(2.0 * g) if isinstance(g, (int, float)) else (X1 @ X2.T) * (2.0 * g)
         return D.sub_(n1 * g).sub_(n2[None, :] * g).clamp_max_(0.0)
     A = torch.cat([X1 * (2.0 * g), n1.mul(-g), torch.ones_like(n1)], dim=1)
-    n2 = n1 if X2 is X1 else (X2 * X2).sum(dim=1, keepdim=True)
+    n2 = n1 if X2 is X1 else _sq_norms(X2)[:, None]
     B = torch.cat([X2, torch.ones_like(n2), n2.mul(-g)], dim=1)
     return (A @ B.T).clamp_max_(0.0)
 
@@ -51,13 +52,28 @@ _CACHE_ENTRIES = 8
 _norm_cache: dict[int, tuple] = {}
 
 
-def _sq_norms(X2: torch.Tensor) -> torch.Tensor:
-    return (X2 * X2).sum(dim=1)
+_sq_norms = row_sq_norms
+
+
+def _row_block_of(X: torch.Tensor):
+    """``(base, start)`` when ``X`` is a block of whole rows of a larger tensor ``base`` (what the
+    block engine passes: ``Z[cols]``), else ``(X, 0)``."""
+    base = X._base
+    if base is None or base.ndim != 2 or X.ndim != 2 or base.shape[1] != X.shape[1] or base.stride() != X.stride() \
+            or base.stride(1) != 1 or base.stride(0) <= 0:
+        return X, 0
+    offset = X.storage_offset() - base.storage_offset()
+    if offset % base.stride(0):
+        return X, 0
+    return base, offset // base.stride(0)
 
 
 def _sq_norms_cached(X2: torch.Tensor) -> torch.Tensor:
     if X2.requires_grad or torch.is_inference_mode_enabled():
         return _sq_norms(X2)
+    base, start = _row_block_of(X2)
+    if base is not X2:  # a block of rows: the norms of the whole tensor, cached once, then sliced
+        return _sq_norms_cached(base)[start:start + X2.shape[0]]
     key = id(X2)
     hit = _norm_cache.get(key)
     if hit is not None:

@@ -33,7 +33,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import check_is_fitted
 
 from .. import _random as _rnd
-from .._backend import as_output, make_generator, to_numpy
+from .._backend import as_output, make_generator, row_sq_norms, to_numpy
 from .._validation import describe, is_torch
 from ..linalg import KernelOperator, MemoryBudgetError, format_bytes, plan_blocks
 from ._base import KernelEstimatorMixin
@@ -359,7 +359,7 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ke
         w = _weights(self, sample_weight, n, Xt.dtype, Xt.device)
         mean = Xt.mean(0)
         Xt = Xt - mean  # centred copy: distances are invariant, round-off is smaller
-        x_sq = (Xt * Xt).sum(1)
+        x_sq = row_sq_norms(Xt)
         tol_abs = float(Xt.var(0, unbiased=False).mean()) * tol if tol else 0.0
         rows = self._rows(n, k, d, Xt.element_size())
         gen = make_generator(self.random_state)  # CPU draws: the same seeds on every device
@@ -404,7 +404,7 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ke
     def _assign_new(self, X):
         Xt = self._query(X)
         rows = self._rows(Xt.shape[0], self._centers.shape[0], Xt.shape[1], Xt.element_size())
-        return self._assign(Xt, (Xt * Xt).sum(1), self._centers, rows)
+        return self._assign(Xt, row_sq_norms(Xt), self._centers, rows)
 
     def predict(self, X):
         """Index of the closest centre for each row of ``X``."""

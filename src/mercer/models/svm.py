@@ -37,7 +37,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, column_or_1d
 
-from .._backend import as_output, serial_if_small, to_numpy
+from .._backend import as_output, row_sq_norms, serial_if_small, to_numpy
 from ..kernels import RBF, Kernel, Sigmoid
 from ..kernels._base import Product, Scaled, Sum
 from ..linalg import KernelOperator, MemoryBudgetError, format_bytes
@@ -227,7 +227,7 @@ class _Rows:
         self.rbf = type(kernel) is RBF
         if self.rbf:
             self.g = float(kernel.gamma if kernel.gamma is not None else 1.0 / Xs.shape[1])
-            self.nrm = (Xs * Xs).sum(dim=1).mul_(-self.g)
+            self.nrm = row_sq_norms(Xs).mul_(-self.g)
 
     def diag(self) -> np.ndarray:
         if self.pre:
