@@ -359,3 +359,21 @@ def test_fitted_state_of_unknown_type_refused(data, tmp_path):
         save(est, tmp_path / "m")
 
 
+
+
+def test_tensor_layout_survives_and_bad_strides_are_refused():
+    """Column-major state (triangular-solve outputs) comes back column-major: BLAS rounds
+    differently on the two layouts, and a loaded model must predict bit for bit."""
+    from mercer.io import _Decoder, _Encoder
+
+    enc = _Encoder()
+    t = torch.arange(12.0, dtype=torch.float64).reshape(3, 4).T  # (4, 3), strides (1, 4)
+    spec = enc(t, "t")
+    assert spec["strides"] == [1, 4]
+    back = _Decoder(enc.arrays, torch.device("cpu"))(spec)
+    assert back.stride() == (1, 4) and torch.equal(back, t)
+    plain = enc(torch.ones(2, 3), "p")
+    assert "strides" not in plain
+    for bad in ([1, 1], [4, 1, 1], [0, 4], "x"):
+        with pytest.raises(ValueError, match="bad strides"):
+            _Decoder(enc.arrays, torch.device("cpu"))({**spec, "strides": bad})

@@ -265,6 +265,26 @@ def _torch_dtype(name: str) -> torch.dtype:
     return dt
 
 
+def _contiguous_strides(shape) -> tuple:
+    out, step = [], 1
+    for size in reversed(tuple(shape)):
+        out.append(step)
+        step *= max(int(size), 1)
+    return tuple(reversed(out))
+
+
+def _dense_layout(shape, strides) -> bool:
+    """True when ``strides`` lay ``shape`` out densely without overlap (a permutation of the
+    row-major layout; dimensions of size 1 may have any stride)."""
+    dims = sorted((int(st), int(sz)) for sz, st in zip(shape, strides) if int(sz) != 1)
+    step = 1
+    for st, sz in dims:
+        if st != step:
+            return False
+        step *= sz
+    return True
+
+
 class _Encoder:
     """Turns a value into JSON, moving arrays and tensors to ``self.arrays``."""
 
@@ -288,12 +308,18 @@ class _Encoder:
         if isinstance(v, numbers.Real) and not isinstance(v, torch.Tensor):
             return _float(v)
         if isinstance(v, torch.Tensor):
-            t = v.detach().cpu().contiguous()
+            t = v.detach().cpu()
             try:
-                arr = t.numpy()
+                arr = t.contiguous().numpy()
             except TypeError as exc:
                 raise TypeError(f"cannot save {where}: tensor dtype {t.dtype} has no numpy equivalent.") from exc
-            return {"__tensor__": self._store(arr), "requires_grad": bool(v.requires_grad)}
+            out = {"__tensor__": self._store(arr), "requires_grad": bool(v.requires_grad)}
+            # The memory layout is kept (column-major outputs of triangular solves, transposes):
+            # BLAS rounds differently on different layouts, and a loaded model must predict bit
+            # for bit as the saved one.
+            if t.ndim > 1 and tuple(t.stride()) != _contiguous_strides(t.shape) and _dense_layout(t.shape, t.stride()):
+                out["strides"] = [int(x) for x in t.stride()]
+            return out
         if isinstance(v, np.ndarray):
             if v.dtype.hasobject:
                 return {"__objects__": [self(x, where) for x in v.ravel().tolist()], "shape": list(v.shape)}
@@ -339,7 +365,20 @@ class _Decoder:
         if "__float__" in v:
             return _unfloat(v)
         if "__tensor__" in v:
-            t = torch.from_numpy(self._array(v["__tensor__"])).to(self.device)
+            # a fresh torch allocation (64-byte aligned, as the fitted tensors were): BLAS kernels
+            # can round differently on differently aligned data, and a loaded model must predict
+            # bit for bit as the saved one
+            src = torch.from_numpy(self._array(v["__tensor__"]))
+            strides = v.get("strides")
+            if strides is not None:
+                if (not isinstance(strides, list) or len(strides) != src.ndim
+                        or not all(isinstance(x, int) and x >= 0 for x in strides)
+                        or not _dense_layout(src.shape, strides)):
+                    raise ValueError(f"model file: bad strides {str(strides)[:40]} for an array of shape {tuple(src.shape)}.")
+            else:
+                strides = _contiguous_strides(src.shape)
+            # a fresh torch allocation with the saved layout (64-byte aligned, as fitted tensors are)
+            t = torch.empty_strided(tuple(src.shape), tuple(strides), dtype=src.dtype, device=self.device).copy_(src)
             return t.requires_grad_(True) if v.get("requires_grad") else t
         if "__ndarray__" in v:
             return self._array(v["__ndarray__"])

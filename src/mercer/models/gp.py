@@ -551,7 +551,7 @@ class SparseGPRegressor(_GPBase):
             full = self._run_optimizer(loss, full, fb, names, perturb=perturb)
             theta = full[:p]
             if learn_z:
-                Z = torch.as_tensor(full[p:].reshape(m, d), dtype=self._dtype, device=self._device)
+                Z = torch.tensor(full[p:].reshape(m, d), dtype=self._dtype, device=self._device)  # own (aligned) memory
         self.theta_ = np.asarray(theta, dtype=np.float64)
         self.kernel_ = lk.build(theta[: self._n_kernel]) if self.optimizer is not None else kernel
         self.noise_ = float(np.exp(theta[-1])) if self.learn_noise and self.optimizer is not None else float(self.noise)
