@@ -137,6 +137,18 @@ def test_tensor_sketch_degree_one_is_a_count_sketch():
     np.testing.assert_allclose(t.transform(X), np.c_[X, np.zeros(len(X))] @ S, atol=1e-14)
 
 
+def test_gemm_count_sketch_equals_index_add():
+    """The accelerator path (a GEMM with the hashing matrix, deterministic where index_add_ uses
+    atomics) equals the CPU path, with slabs smaller than the input too."""
+    X = torch.as_tensor(points(n=30, d=9))
+    t = TensorSketch(degree=3, gamma=0.7, coef0=1.0, n_components=16, random_state=2).fit(X)
+    A = torch.cat([X, torch.ones(len(X), 1, dtype=X.dtype)], dim=1)
+    for j in range(3):
+        ref = t._count_sketch(A, j)
+        for slab in (32 << 20, 3 * 16 * 8):  # one slab, and slabs of 3 input features
+            torch.testing.assert_close(t._count_sketch_gemm(A, j, slab_bytes=slab), ref, rtol=0, atol=1e-14)
+
+
 @pytest.mark.parametrize("cls", CLASSES)
 def test_kernel_object_equals_parameters(cls):
     X = points()

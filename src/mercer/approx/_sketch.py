@@ -170,8 +170,26 @@ class TensorSketch(_PolySketchBase):
         return item * ((self.n_features_in_ + 1) + m + 4 * (m // 2 + 1) + m)
 
     def _count_sketch(self, A: torch.Tensor, j: int) -> torch.Tensor:
+        if A.device.type != "cpu":
+            return self._count_sketch_gemm(A, j)
         C = torch.zeros(A.shape[0], self._n_features_out, dtype=A.dtype, device=A.device)
         return C.index_add_(1, self.index_hash_[j], A * self.bit_hash_[j])
+
+    def _count_sketch_gemm(self, A: torch.Tensor, j: int, slab_bytes: int = 32 << 20) -> torch.Tensor:
+        """The count sketch as ``A @ H`` with the +-1 hashing matrix ``H`` (built in slabs of input
+        features of at most ``slab_bytes``). On GPUs ``index_add_`` adds by atomics, whose order
+        (so the rounding) changes from run to run; the product is deterministic."""
+        m, D = self._n_features_out, A.shape[1]
+        idx, sgn = self.index_hash_[j], self.bit_hash_[j].to(A.dtype)
+        step = max(1, slab_bytes // (m * A.element_size()))
+        C = None
+        for s in range(0, D, step):
+            e = min(D, s + step)
+            H = torch.zeros(e - s, m, dtype=A.dtype, device=A.device)
+            H[torch.arange(e - s, device=A.device), idx[s:e]] = sgn[s:e]
+            part = A[:, s:e] @ H
+            C = part if C is None else C.add_(part)
+        return C
 
     def _features(self, X: torch.Tensor) -> torch.Tensor:
         m = self._n_features_out
