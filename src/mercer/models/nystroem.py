@@ -45,6 +45,24 @@ __all__ = ["NystroemKernelRidge", "NystroemKernelRidgeClassifier"]
 log = logging.getLogger(__name__)
 
 
+def _lower_gram(L: torch.Tensor) -> torch.Tensor:
+    """``L^T L`` for a lower-triangular ``L`` (overwritten). On the CPU by LAPACK's ``lauum``
+    (M^3 / 3 flops on the triangle, as FALKON does, instead of a full 2 M^3 GEMM: M = 5,000 float32
+    0.77 s vs 1.97 s here); elsewhere by a GEMM."""
+    if L.device.type != "cpu" or L.dtype not in (torch.float32, torch.float64) or not L.is_contiguous():
+        return L.mT @ L
+    import scipy.linalg as sla
+
+    lauum = sla.lapack.slauum if L.dtype == torch.float32 else sla.lapack.dlauum
+    # L's row-major memory read column-major is U = L^T (upper): lauum(U, lower=0) writes U U^T =
+    # L^T L into the upper triangle of that view, i.e. the lower triangle of L's memory, in place.
+    _, info = lauum(L.numpy().T, lower=0, overwrite_c=1)
+    if info != 0:  # pragma: no cover - lauum only fails on bad arguments
+        raise RuntimeError(f"lauum failed (info={info}).")
+    low = L.tril_()
+    return low + low.tril(-1).mT
+
+
 def _falkon_preconditioner(K_mm: torch.Tensor, lam: float, eps: float, owner: str):
     """Lower factors ``L`` (``L L^T = K_MM + eps M mean(diag) I``, in place) and ``La``
     (``La La^T ~ L^T L / M + lam I``). The shift ``eps * M`` (eps of the tiles' precision, as in
@@ -59,9 +77,7 @@ def _falkon_preconditioner(K_mm: torch.Tensor, lam: float, eps: float, owner: st
     fac = jittered_cholesky(K_mm, owner=owner)
     L = fac.L.tril_()  # the strict upper triangle still held K_MM's entries
     work = torch.float32 if eps > 1e-10 else torch.float64
-    Lw = L.to(work)
-    C = (Lw.mT @ Lw).to(torch.float64)
-    del Lw
+    C = _lower_gram(L.to(work)).to(torch.float64)
     C.div_(M).diagonal().add_(lam)
     fa = jittered_cholesky(C, owner=owner)
     return L, fa.L.tril_(), fac.jitter
