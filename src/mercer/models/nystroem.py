@@ -77,7 +77,7 @@ def _falkon_preconditioner(K_mm: torch.Tensor, lam: float, eps: float, owner: st
     fac = jittered_cholesky(K_mm, owner=owner)
     L = fac.L.tril_()  # the strict upper triangle still held K_MM's entries
     work = torch.float32 if eps > 1e-10 else torch.float64
-    C = _lower_gram(L.to(work)).to(torch.float64)
+    C = _lower_gram(L.to(work, copy=True)).to(torch.float64)  # a copy: lauum works in place
     C.div_(M).diagonal().add_(lam)
     fa = jittered_cholesky(C, owner=owner)
     return L, fa.L.tril_(), fac.jitter
