@@ -13,12 +13,12 @@ from ._config import get_config
 
 __all__ = [
     "as_output",
-    "num_threads",
-    "serial_if_small",
     "make_generator",
+    "num_threads",
     "resolve_device",
-    "row_sq_norms",
     "resolve_dtype",
+    "row_sq_norms",
+    "serial_if_small",
     "to_numpy",
     "to_tensor",
 ]

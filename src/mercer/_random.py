@@ -12,34 +12,24 @@ from __future__ import annotations
 
 import torch
 
-__all__ = ["categorical", "rand", "randint", "randn", "randperm", "sample_without_replacement"]
-
-
-def _cpu(generator: torch.Generator) -> torch.device:
-    return generator.device
+__all__ = ["categorical", "rand", "randint", "randperm", "sample_without_replacement"]
 
 
 def rand(generator: torch.Generator, size, *, dtype=torch.float64, device=None) -> torch.Tensor:
     """Uniform [0, 1) draws of shape ``size``, made on the generator's device, returned on ``device``."""
-    out = torch.rand(size, generator=generator, dtype=dtype, device=_cpu(generator))
-    return out if device is None else out.to(device)
-
-
-def randn(generator: torch.Generator, size, *, dtype=torch.float64, device=None) -> torch.Tensor:
-    """Standard normal draws of shape ``size``, returned on ``device``."""
-    out = torch.randn(size, generator=generator, dtype=dtype, device=_cpu(generator))
+    out = torch.rand(size, generator=generator, dtype=dtype, device=generator.device)
     return out if device is None else out.to(device)
 
 
 def randint(generator: torch.Generator, high: int, size, *, device=None) -> torch.Tensor:
     """Integers in ``[0, high)`` of shape ``size``, returned on ``device``."""
-    out = torch.randint(high, size, generator=generator, device=_cpu(generator))
+    out = torch.randint(high, size, generator=generator, device=generator.device)
     return out if device is None else out.to(device)
 
 
 def randperm(generator: torch.Generator, n: int, *, device=None) -> torch.Tensor:
     """A random permutation of ``range(n)``, returned on ``device``."""
-    out = torch.randperm(n, generator=generator, device=_cpu(generator))
+    out = torch.randperm(n, generator=generator, device=generator.device)
     return out if device is None else out.to(device)
 
 
@@ -56,5 +46,5 @@ def sample_without_replacement(generator: torch.Generator, weights: torch.Tensor
     """``k`` distinct indices drawn with probabilities proportional to ``weights`` (successive
     draws, as ``torch.multinomial(replacement=False)``), made on the CPU; indices on the weights'
     device."""
-    w = weights.detach().to(device=_cpu(generator), dtype=torch.float64)
+    w = weights.detach().to(device=generator.device, dtype=torch.float64)
     return torch.multinomial(w, k, replacement=False, generator=generator).to(weights.device)
