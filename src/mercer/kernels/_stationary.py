@@ -32,13 +32,13 @@ def _scaled_sq_dist(X1: torch.Tensor, X2: torch.Tensor, g) -> torch.Tensor:
     A few rows against many stored points (prediction of small batches) take another route: the
     augmented copy of ``X2`` would cost more than the product itself, so the product is
     ``X1 @ X2.T`` on ``X2`` as it is and the norms of ``X2`` come from a small cache."""
-    n1 = _sq_norms(X1)[:, None]
+    n1 = row_sq_norms(X1)[:, None]
     if X2 is not X1 and X1.shape[0] <= _SMALL_LEFT:
         n2 = _sq_norms_cached(X2)
         D = (X1 @ X2.T).mul_(2.0 * g) if isinstance(g, (int, float)) else (X1 @ X2.T) * (2.0 * g)
         return D.sub_(n1 * g).sub_(n2[None, :] * g).clamp_max_(0.0)
     A = torch.cat([X1 * (2.0 * g), n1.mul(-g), torch.ones_like(n1)], dim=1)
-    n2 = n1 if X2 is X1 else _sq_norms(X2)[:, None]
+    n2 = n1 if X2 is X1 else row_sq_norms(X2)[:, None]
     B = torch.cat([X2, torch.ones_like(n2), n2.mul(-g)], dim=1)
     return (A @ B.T).clamp_max_(0.0)
 
@@ -50,9 +50,6 @@ def _scaled_sq_dist(X1: torch.Tensor, X2: torch.Tensor, g) -> torch.Tensor:
 _SMALL_LEFT = 64
 _CACHE_ENTRIES = 8
 _norm_cache: dict[int, tuple] = {}
-
-
-_sq_norms = row_sq_norms
 
 
 def _row_block_of(X: torch.Tensor):
@@ -70,7 +67,7 @@ def _row_block_of(X: torch.Tensor):
 
 def _sq_norms_cached(X2: torch.Tensor) -> torch.Tensor:
     if X2.requires_grad or torch.is_inference_mode_enabled():
-        return _sq_norms(X2)
+        return row_sq_norms(X2)
     base, start = _row_block_of(X2)
     if base is not X2:  # a block of rows: the norms of the whole tensor, cached once, then sliced
         return _sq_norms_cached(base)[start:start + X2.shape[0]]
@@ -80,7 +77,7 @@ def _sq_norms_cached(X2: torch.Tensor) -> torch.Tensor:
         ref, version, ptr, shape, n2 = hit
         if ref() is X2 and version == X2._version and ptr == X2.data_ptr() and shape == X2.shape:
             return n2
-    n2 = _sq_norms(X2)
+    n2 = row_sq_norms(X2)
     while len(_norm_cache) >= _CACHE_ENTRIES:
         _norm_cache.pop(next(iter(_norm_cache)), None)
     ref = weakref.ref(X2, lambda _r, k=key: _norm_cache.pop(k, None))
