@@ -12,7 +12,25 @@ from .._validation import check_array_like, describe, is_torch
 from ..kernels import resolve_kernel
 from ..linalg import default_memory_budget
 
-__all__ = ["KernelEstimatorMixin", "class_weights"]
+__all__ = ["KernelEstimatorMixin", "class_weights", "labels_from_scores", "labels_like"]
+
+
+def labels_like(labels: np.ndarray, X):
+    """Numeric labels come back as a tensor on the input's device for tensor input (strings and
+    objects stay a numpy array)."""
+    if is_torch(X) and labels.dtype.kind in "biuf":
+        return torch.as_tensor(labels, device=X.device)
+    return labels
+
+
+def labels_from_scores(classes: np.ndarray, scores, X):
+    """Predicted labels from decision scores: ``(n,)`` or ``(n, 1)`` -> ``classes[score > 0]``,
+    ``(n, k)`` -> ``classes[argmax]`` (first on ties); returned as :func:`labels_like`."""
+    s = scores if isinstance(scores, np.ndarray) else scores.detach().cpu().numpy()
+    if s.ndim == 2 and s.shape[1] == 1:
+        s = s[:, 0]
+    idx = (s > 0).astype(int) if s.ndim == 1 else s.argmax(axis=1)
+    return labels_like(classes[idx], X)
 
 
 def class_weights(owner: str, class_weight, classes: np.ndarray, y: np.ndarray, sample_weight=None) -> np.ndarray:

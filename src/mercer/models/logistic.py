@@ -45,7 +45,7 @@ from sklearn.utils.validation import check_is_fitted
 from .._backend import as_output, to_numpy
 from .._validation import describe
 from ..linalg import KernelOperator, MemoryBudgetError, conjugate_gradient, format_bytes
-from ._base import KernelEstimatorMixin
+from ._base import KernelEstimatorMixin, labels_from_scores
 from .perceptron import _classifier_setup, _serial_if_small
 
 __all__ = ["KernelLogisticRegression"]
@@ -405,12 +405,8 @@ class KernelLogisticRegression(ClassifierMixin, KernelEstimatorMixin, BaseEstima
         return as_output(L, X)
 
     def predict(self, X):
-        F = to_numpy(self._decision(X))
-        idx = (F[:, 0] > 0).astype(int) if F.shape[1] == 1 else F.argmax(axis=1)
-        labels = self.classes_[idx]
-        if isinstance(X, torch.Tensor) and labels.dtype.kind in "biuf":
-            return torch.as_tensor(labels, device=X.device)
-        return labels
+        scores = self._decision(X)  # checks that the model is fitted first
+        return labels_from_scores(self.classes_, scores, X)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -29,7 +29,7 @@ from sklearn.utils.validation import check_is_fitted, column_or_1d
 from .._backend import as_output, to_numpy
 from .._validation import describe, is_torch
 from ..linalg import plan_blocks
-from ._base import KernelEstimatorMixin
+from ._base import KernelEstimatorMixin, labels_like
 
 __all__ = [
     "KernelKNeighborsClassifier",
@@ -254,13 +254,6 @@ def _merge(vals, idx, k):
     return vals.gather(1, order), idx.gather(1, order)
 
 
-def _labels_like(labels, X):
-    """Numeric labels come back as a tensor on the input's device for tensor input."""
-    if is_torch(X) and labels.dtype.kind in "biuf":
-        return torch.as_tensor(labels, device=X.device)
-    return labels
-
-
 # -- k-NN estimators --------------------------------------------------------------------------------
 class _KNeighborsMixin:
     def _neighbour_weights(self, X):
@@ -331,7 +324,7 @@ class KernelKNeighborsClassifier(_KNeighborsMixin, ClassifierMixin, _NeighborsBa
     def predict(self, X):
         """Class with the most (weighted) neighbour votes; ties go to the first class in ``classes_``."""
         votes = self._votes(X)
-        return _labels_like(self.classes_[np.argmax(votes, axis=1)], X)
+        return labels_like(self.classes_[np.argmax(votes, axis=1)], X)
 
 
 class KernelKNeighborsRegressor(_KNeighborsMixin, MultiOutputMixin, RegressorMixin, _NeighborsBase):
@@ -460,7 +453,7 @@ class KernelRadiusNeighborsClassifier(ClassifierMixin, _NeighborsBase):
         if empty.any():
             labels = labels.astype(object) if not isinstance(self.outlier_label_, type(labels[0])) else labels
             labels[empty] = self.outlier_label_
-        return _labels_like(labels, X)
+        return labels_like(labels, X)
 
 
 class KernelRadiusNeighborsRegressor(MultiOutputMixin, RegressorMixin, _NeighborsBase):

@@ -40,7 +40,7 @@ from sklearn.utils.validation import check_is_fitted, column_or_1d
 from .._backend import as_output, serial_if_small, to_numpy
 from .._validation import describe
 from ..linalg import KernelOperator
-from ._base import KernelEstimatorMixin
+from ._base import KernelEstimatorMixin, labels_from_scores
 from ._base import class_weights as _class_weights
 
 __all__ = ["KernelPerceptron"]
@@ -444,13 +444,8 @@ class KernelPerceptron(ClassifierMixin, KernelEstimatorMixin, BaseEstimator):
         return as_output(out, X)
 
     def predict(self, X):
-        scores = self.decision_function(X)
-        s = scores if isinstance(scores, np.ndarray) else to_numpy(scores)
-        idx = (s > 0).astype(int) if s.ndim == 1 else s.argmax(axis=1)
-        labels = self.classes_[idx]
-        if isinstance(X, torch.Tensor) and labels.dtype.kind in "biuf":
-            return torch.as_tensor(labels, device=X.device)
-        return labels
+        scores = self.decision_function(X)  # checks that the model is fitted first
+        return labels_from_scores(self.classes_, scores, X)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -25,7 +25,7 @@ from .._backend import as_output, to_numpy
 from .._validation import describe
 from ..approx import explicit_feature_map
 from ..linalg import KernelOperator, MemoryBudgetError, format_bytes, jittered_cholesky
-from ._base import KernelEstimatorMixin
+from ._base import KernelEstimatorMixin, labels_from_scores
 
 __all__ = ["KernelRidge", "KernelRidgeClassifier"]
 
@@ -345,8 +345,4 @@ def _classification_targets(est, X, y, sample_weight):
 
 
 def _predict_labels(est, scores, X):
-    s = scores if isinstance(scores, np.ndarray) else to_numpy(scores)
-    idx = (s > 0).astype(int) if s.ndim == 1 else s.argmax(axis=1)
-    labels = est.classes_[idx]
-    return labels if not isinstance(X, torch.Tensor) or labels.dtype.kind not in "biuf" else \
-        torch.as_tensor(labels, device=X.device)
+    return labels_from_scores(est.classes_, scores, X)

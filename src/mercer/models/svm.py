@@ -42,7 +42,7 @@ from ..kernels import RBF, Kernel, Sigmoid
 from ..kernels._base import Product, Scaled, Sum
 from ..linalg import KernelOperator, MemoryBudgetError, format_bytes
 from ..linalg import NumericalWarning
-from ._base import KernelEstimatorMixin, class_weights
+from ._base import KernelEstimatorMixin, class_weights, labels_like
 from ._smo import solve_smo
 
 __all__ = ["KernelSVC", "ReducedSetSVC", "BudgetSVC"]
@@ -135,10 +135,7 @@ def _class_weights(owner: str, class_weight, classes, yi) -> np.ndarray:
 
 
 def _predict_labels(classes, idx, X):
-    labels = classes[idx]
-    if isinstance(X, torch.Tensor) and labels.dtype.kind in "biuf":
-        return torch.as_tensor(labels, device=X.device)
-    return labels
+    return labels_like(classes[idx], X)
 
 
 # -- Platt scaling (as LIBSVM: Lin, Lin & Weng 2007; pairwise coupling: Wu, Lin & Weng 2004) --------
