@@ -253,6 +253,7 @@ def part_fmnist(quick: bool):
 
 
 LARGE_CASES = "20000:5000:sk,100000:5000:sk,1000000:10000"
+MSWEEP_SETS: list[str] = []
 TOL = 1e-3
 
 
@@ -283,6 +284,8 @@ def part_msweep(quick: bool):
     gamma, alpha as --uci): M = c sqrt(n) for c = 5, 10, 20, 40, uniform and leverage centres."""
     sets = [("elevators", 2000)] if quick else [("pol", EXACT_N), ("elevators", EXACT_N), ("bike", EXACT_N),
                                                  ("kin40k", 20_000)]
+    if MSWEEP_SETS:
+        sets = [(name, n) for name, n in sets if name in MSWEEP_SETS]
     rows = []
     for name, n in sets:
         Xtr, ytr, Xte, yte = load_standardized(name)
@@ -307,7 +310,7 @@ PARTS = {"approx": part_approx, "uci": part_uci, "fmnist": part_fmnist, "large":
 
 
 def main(argv=None):
-    global LARGE_CASES, TOL
+    global LARGE_CASES, TOL, MSWEEP_SETS
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     for p in PARTS:
         ap.add_argument(f"--{p}", action="store_true")
@@ -315,8 +318,9 @@ def main(argv=None):
     ap.add_argument("--cases", default=LARGE_CASES, help="--large: n:M[:sk],... (sk: also time scikit-learn)")
     ap.add_argument("--tol", type=float, default=TOL, help="--large: CG tolerance of NystroemKernelRidge")
     ap.add_argument("--tag", default="", help="suffix of the result files")
+    ap.add_argument("--msweep-sets", nargs="*", default=[], help="--msweep: only these data sets")
     args = ap.parse_args(argv)
-    LARGE_CASES, TOL = args.cases, args.tol
+    LARGE_CASES, TOL, MSWEEP_SETS = args.cases, args.tol, args.msweep_sets
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     chosen = [p for p in PARTS if getattr(args, p)] or list(PARTS)
     for part in chosen:

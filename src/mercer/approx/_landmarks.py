@@ -92,7 +92,11 @@ def _leverage_scores(kernel: Kernel, X: torch.Tensor, M: int, reg: float | None,
                      budget: int) -> torch.Tensor:
     """Approximate ridge leverage scores of every training point (float64, shape (n,))."""
     n = X.shape[0]
-    s = min(n, M)
+    # The pilot spans the space the scores are measured in: 3x the effective dimension that M
+    # centres can resolve (~M / log M, as the automatic regularisation targets), at least 1,000
+    # points. The cost is O(n s^2): with s = M, picking 5,656 centres of 20,000 points took 134 s
+    # (uniform: 7 s).
+    s = min(n, M, max(1000, int(3 * M / max(1.0, math.log(M)))))
     pilot = _rnd.randperm(generator, n, device=X.device)[:s]
     Z = X[pilot]
     K_ss = kernel(Z).to(torch.float64)
