@@ -27,7 +27,10 @@ def _read_csv(path: Path, dtype) -> np.ndarray:
         import pandas as pd
     except ImportError:  # pragma: no cover - pandas is an optional dependency
         return np.loadtxt(path, delimiter=",", dtype=dtype, ndmin=2)
-    return pd.read_csv(path, header=None, dtype=dtype, float_precision="round_trip").to_numpy()
+    # exact decimal -> binary parsing: pandas < 3's default parser can be 1 ulp off (seen with
+    # pandas 2 on the GPU machine); pandas 3 parses exactly by default and deprecates the option
+    exact = {"float_precision": "round_trip"} if int(pd.__version__.split(".")[0]) < 3 else {}
+    return pd.read_csv(path, header=None, dtype=dtype, **exact).to_numpy()
 
 
 def load_uci(name: str, root, split: int = 0):
