@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import pathlib
 import warnings
 import zipfile
 
@@ -377,3 +378,33 @@ def test_tensor_layout_survives_and_bad_strides_are_refused():
     for bad in ([1, 1], [4, 1, 1], [0, 4], "x"):
         with pytest.raises(ValueError, match="bad strides"):
             _Decoder(enc.arrays, torch.device("cpu"))({**spec, "strides": bad})
+
+
+_V1 = pathlib.Path(__file__).parent / "data" / "io_v1"
+
+
+@pytest.mark.filterwarnings("ignore:.*saved by mercer")
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_format_version_1_files_still_load(name):
+    """Model files written by format version 1 (``data/io_v1/generate.py``) load and predict as
+    they did when saved."""
+    path = _V1 / f"{name}.mercer"
+    with zipfile.ZipFile(path) as zf:
+        assert json.loads(zf.read("manifest.json"))["format_version"] == 1
+    X_new = load_digits_new()
+    est = load(path)
+    out = _output(est, X_new[:, :est.n_features_in_] if hasattr(est, "n_features_in_") else X_new)
+    expected = np.load(_V1 / "expected.npz")
+    for i, part in enumerate(out if isinstance(out, tuple) else (out,)):
+        want = expected[f"{name}/{i}"]
+        got = np.asarray(part)
+        if got.dtype == object:
+            got = got.astype(str)
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12) if got.dtype.kind == "f" else \
+            np.testing.assert_array_equal(got, want)
+
+
+def load_digits_new():
+    from sklearn.datasets import load_digits
+
+    return load_digits(return_X_y=True)[0][150:160] / 16.0

@@ -6,12 +6,20 @@ read exactly like scikit-learn's; torch tensors are checked here without leaving
 
 from __future__ import annotations
 
+import math
+import numbers
+from collections.abc import Callable, Iterable
+
 import numpy as np
 import torch
 from sklearn.utils.validation import check_is_fitted, validate_data  # noqa: F401  (re-export)
 
 __all__ = [
+    "Interval",
+    "Options",
     "check_array_like",
+    "check_param",
+    "check_params",
     "describe",
     "is_torch",
 ]
@@ -88,3 +96,119 @@ def check_array_like(
         dtype=[np.float64, np.float32],
         ensure_min_samples=ensure_min_samples,
     )
+
+
+# -- parameter tables ---------------------------------------------------------------------------
+# Each estimator declares the allowed values of its parameters in one ``_parameter_constraints``
+# table (scikit-learn's idea); :func:`check_params` checks them all with one message style:
+#   "The 'alpha' parameter of KernelRidge must be a float in the range [0, inf). Got -1 instead."
+# A constraint is None (the value None), a string among "boolean", "random_state", "array-like",
+# "kernel", "callable", "device", "dtype", a class (an instance of it), or an Interval / Options.
+
+
+class Interval:
+    """Numbers of ``type`` (``numbers.Integral`` or ``numbers.Real``) between ``left`` and
+    ``right`` (``None``: unbounded); ``closed`` in ``"both"``, ``"left"``, ``"right"``, ``"neither"``.
+    Booleans, NaN and (for reals with a finite bound on that side) infinities are refused."""
+
+    def __init__(self, type, left, right, *, closed: str = "both"):
+        if type not in (numbers.Integral, numbers.Real) or closed not in ("both", "left", "right", "neither"):
+            raise ValueError(f"Interval: bad type {type!r} or closed {closed!r}.")
+        self.type, self.left, self.right, self.closed = type, left, right, closed
+
+    def accepts(self, v) -> bool:
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, self.type):
+            return False
+        if isinstance(v, numbers.Real) and math.isnan(v):
+            return False
+        lo_ok = self.left is None or (v >= self.left if self.closed in ("both", "left") else v > self.left)
+        hi_ok = self.right is None or (v <= self.right if self.closed in ("both", "right") else v < self.right)
+        return lo_ok and hi_ok
+
+    def __str__(self) -> str:
+        kind = "an int" if self.type is numbers.Integral else "a float"
+        lo = "-inf" if self.left is None else self.left
+        hi = "inf" if self.right is None else self.right
+        lb = "[" if self.closed in ("both", "left") and self.left is not None else "("
+        rb = "]" if self.closed in ("both", "right") and self.right is not None else ")"
+        return f"{kind} in the range {lb}{lo}, {hi}{rb}"
+
+
+class Options:
+    """One of a fixed set of values (strings by default: ``Options("auto", "dense")``)."""
+
+    def __init__(self, *values, type=str):
+        self.values, self.type = values, type
+
+    def accepts(self, v) -> bool:
+        return isinstance(v, self.type) and not isinstance(v, (bool, np.bool_)) and v in self.values
+
+    def __str__(self) -> str:
+        kind = "a str" if self.type is str else f"a {self.type.__name__}"
+        return f"{kind} among {{{', '.join(repr(x) for x in self.values)}}}"
+
+
+def _is_kernel(v) -> bool:
+    from .kernels import Kernel  # kernels sit above this module in the layers
+
+    return isinstance(v, Kernel)
+
+
+_NAMED: dict[str, tuple[Callable[[object], bool], str]] = {
+    "boolean": (lambda v: isinstance(v, (bool, np.bool_)), "an instance of 'bool'"),
+    "random_state": (lambda v: v is None or (isinstance(v, numbers.Integral) and not isinstance(v, bool)
+                                             and 0 <= v < 2**32) or isinstance(v, (np.random.RandomState,
+                                                                                    np.random.Generator, torch.Generator)),
+                     "an int in the range [0, 4294967295], a RandomState, a Generator or None"),
+    "array-like": (lambda v: hasattr(v, "__len__") or hasattr(v, "shape"), "an array-like"),
+    "kernel": (_is_kernel, "a mercer kernel"),
+    "callable": (callable, "a callable"),
+    "device": (lambda v: isinstance(v, (str, torch.device)), "a torch device or its name ('cpu', 'cuda', 'cuda:1')"),
+    "dtype": (lambda v: isinstance(v, str) and v in ("float32", "float64") or v in (torch.float32, torch.float64,
+                                                                                   np.float32, np.float64),
+              "'float32' or 'float64'"),
+}
+
+
+def _accepts(constraint, v) -> bool:
+    if constraint is None:
+        return v is None
+    if isinstance(constraint, str):
+        return _NAMED[constraint][0](v)
+    if isinstance(constraint, type):
+        return isinstance(v, constraint)
+    return constraint.accepts(v)
+
+
+def _describe_constraint(constraint) -> str:
+    if constraint is None:
+        return "None"
+    if isinstance(constraint, str):
+        return _NAMED[constraint][1]
+    if isinstance(constraint, type):
+        return f"an instance of {constraint.__name__!r}"
+    return str(constraint)
+
+
+def _join(parts: list[str]) -> str:
+    parts = [p for p in parts if p != "None"] + (["None"] if "None" in parts else [])
+    return parts[0] if len(parts) == 1 else f"{', '.join(parts[:-1])} or {parts[-1]}"
+
+
+def check_param(owner: str, name: str, value, constraints: Iterable) -> None:
+    """Raise ``ValueError`` unless ``value`` satisfies one of ``constraints``:
+    "The 'name' parameter of owner must be <what>. Got <value> instead." """
+    constraints = list(constraints)
+    if any(_accepts(c, value) for c in constraints):
+        return
+    raise ValueError(f"The {name!r} parameter of {owner} must be "
+                     f"{_join([_describe_constraint(c) for c in constraints])}. Got {describe(value)} instead.")
+
+
+def check_params(estimator, constraints: dict | None = None) -> None:
+    """Check every parameter of ``estimator`` against its ``_parameter_constraints`` table (or
+    ``constraints``); parameters absent from the table are not checked here."""
+    table = type(estimator)._parameter_constraints if constraints is None else constraints
+    owner = type(estimator).__name__
+    for name, allowed in table.items():
+        check_param(owner, name, getattr(estimator, name), allowed)

@@ -1,12 +1,14 @@
 """Everything that touches a large matrix: planning, blocked kernel products, factorisations."""
 
-from ._blocking import BlockPlan, MemoryBudgetError, available_memory, default_memory_budget, format_bytes, plan_blocks
+from ._blocking import (MAX_TILE_BYTES, BlockPlan, MemoryBudgetError, available_memory, default_memory_budget,
+                        format_bytes, observe_blocks, plan_blocks, plan_rows, row_blocks)
 from ._cg import CGResult, conjugate_gradient
 from ._eig import ConvergenceWarning, EigResult, top_eigenpairs
 from ._factor import CholeskyFactor, NumericalWarning, jittered_cholesky
 from ._operator import KernelOperator
 
 __all__ = [
+    "MAX_TILE_BYTES",
     "BlockPlan",
     "CGResult",
     "CholeskyFactor",
@@ -20,6 +22,9 @@ __all__ = [
     "default_memory_budget",
     "format_bytes",
     "jittered_cholesky",
+    "observe_blocks",
     "plan_blocks",
+    "plan_rows",
+    "row_blocks",
     "top_eigenpairs",
 ]

@@ -5,11 +5,15 @@ Nothing here touches a tensor, so it is tested without data or a GPU.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import dataclasses
 import math
 import os
+from collections.abc import Callable, Iterator
 
-__all__ = ["BlockPlan", "MemoryBudgetError", "format_bytes", "plan_blocks", "default_memory_budget", "available_memory"]
+__all__ = ["BlockPlan", "MemoryBudgetError", "available_memory", "default_memory_budget", "format_bytes",
+           "observe_blocks", "plan_blocks", "plan_rows", "row_blocks"]
 
 #: Rows below which a tile is too thin for GEMMs to run well; columns are split before rows go under.
 MIN_ROWS = 64
@@ -126,6 +130,77 @@ def plan_blocks(n: int, m: int, d: int, *, itemsize: int, budget: int, scratch: 
         br = max(1, br // 2)
     bc = max(1, min(cols_fitting(br), m))
     return BlockPlan(n, m, br, bc, _tile_bytes(br, bc, d, itemsize, scratch, n_rhs), budget)
+
+
+def plan_rows(n: int, bytes_per_row: float, *, budget: int, fixed_bytes: float = 0, min_rows: int = 1,
+              max_bytes: int | None = MAX_TILE_BYTES, what: str = "a block of rows") -> int:
+    """Rows per chunk of a loop over ``n`` samples: the largest ``r <= n`` with
+    ``fixed_bytes + r * bytes_per_row <= budget`` and ``r * bytes_per_row <= max_bytes``.
+
+    ``bytes_per_row`` is everything one row of the chunk holds at once (its kernel row, its
+    distances, its features and temporaries); ``fixed_bytes`` what the loop holds whatever the
+    chunk (centres, an ``m x m`` accumulator). At least ``min_rows`` rows (when ``n`` has them)
+    must fit, else :class:`MemoryBudgetError` says how much memory ``what`` needs.
+
+    >>> plan_rows(10_000, 8 * 1000, budget=2**20)
+    131
+    """
+    if int(n) != n or n < 0:
+        raise ValueError(f"plan_rows: n must be a non-negative int; got {n!r}.")
+    if not bytes_per_row >= 0 or not fixed_bytes >= 0:
+        raise ValueError(f"plan_rows: bytes_per_row and fixed_bytes must be >= 0; got {bytes_per_row!r}, {fixed_bytes!r}.")
+    if int(budget) != budget or budget < 1:
+        raise ValueError(f"plan_rows: budget must be a positive int; got {budget!r}.")
+    n, min_rows = int(n), max(1, int(min_rows))
+    if n == 0:
+        return 1
+    need = fixed_bytes + min(min_rows, n) * bytes_per_row
+    if need > budget:
+        raise MemoryBudgetError(
+            f"{what} needs about {format_bytes(need)} ({min(min_rows, n)} row(s) of {format_bytes(bytes_per_row)}"
+            + (f" + {format_bytes(fixed_bytes)} held throughout" if fixed_bytes else "")
+            + f"), more than the memory budget of {format_bytes(budget)}; raise memory_budget."
+        )
+    if bytes_per_row <= 0:
+        return n
+    limit = budget - fixed_bytes
+    if max_bytes is not None:
+        limit = min(limit, max(max_bytes, min_rows * bytes_per_row))
+    return max(min(n, int(limit // bytes_per_row)), min(min_rows, n))
+
+
+#: Called as ``observer(desc, done, total)`` after each block of a planned loop (progress bars,
+#: interrupt checks); set with :func:`observe_blocks`.
+_OBSERVER: contextvars.ContextVar[Callable[[str | None, int, int], None] | None] = contextvars.ContextVar(
+    "mercer_block_observer", default=None)
+
+
+@contextlib.contextmanager
+def observe_blocks(observer: Callable[[str | None, int, int], None] | None) -> Iterator[None]:
+    """Call ``observer(desc, rows_done, n)`` after every block of every planned loop in this
+    context (:func:`row_blocks` and the :class:`~mercer.linalg.KernelOperator` products). An
+    exception it raises (``KeyboardInterrupt``, a cancellation) stops the loop between blocks."""
+    token = _OBSERVER.set(observer)
+    try:
+        yield
+    finally:
+        _OBSERVER.reset(token)
+
+
+def row_blocks(n: int, rows: int, *, desc: str | None = None) -> Iterator[slice]:
+    """The loop over samples: ``slice``\ s of at most ``rows`` rows covering ``range(n)``, in order.
+
+    Every loop over sample blocks goes through here (sizes from :func:`plan_rows` or
+    :func:`plan_blocks`), so progress, interrupts and distributed execution have one place to
+    plug in (:func:`observe_blocks`).
+    """
+    rows = max(1, int(rows))
+    observer = _OBSERVER.get()
+    for start in range(0, int(n), rows):
+        stop = min(start + rows, int(n))
+        yield slice(start, stop)
+        if observer is not None:
+            observer(desc, stop, int(n))
 
 
 def available_memory(device=None) -> int:

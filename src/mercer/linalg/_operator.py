@@ -12,7 +12,7 @@ import time
 import torch
 
 from ..kernels import Kernel
-from ._blocking import BlockPlan, MemoryBudgetError, default_memory_budget, format_bytes, plan_blocks
+from ._blocking import BlockPlan, MemoryBudgetError, default_memory_budget, format_bytes, plan_blocks, row_blocks
 
 __all__ = ["KernelOperator"]
 
@@ -70,12 +70,10 @@ class KernelOperator:
         return self.X.device
 
     def _row_slices(self):
-        br = self.plan.row_block
-        return [slice(i, min(i + br, self.shape[0])) for i in range(0, self.shape[0], br)]
+        return row_blocks(self.shape[0], self.plan.row_block, desc="kernel rows")
 
     def _col_slices(self):
-        bc = self.plan.col_block
-        return [slice(j, min(j + bc, self.shape[1])) for j in range(0, self.shape[1], bc)]
+        return list(row_blocks(self.shape[1], self.plan.col_block))
 
     def tile(self, rows: slice, cols: slice) -> torch.Tensor:
         return self.kernel.block(self.X, self.Z, rows, cols)
@@ -213,11 +211,9 @@ class KernelOperator:
         br = plan.row_block
         bc = plan.col_block
         lower_only = lower_only and self.symmetric
-        for i in range(0, n, br):
-            r = slice(i, min(i + br, n))
+        for r in row_blocks(n, br, desc="kernel matrix"):
             width = r.stop if lower_only else m  # tiles right of the diagonal are never read
-            for j in range(0, width, bc):
-                c = slice(j, min(j + bc, width))
+            for c in row_blocks(width, bc):
                 out[r, c] = self.tile(r, c)
         if time.perf_counter() - t0 > 1.0:
             log.info("kernel matrix %d x %d computed in %.1f s", n, m, time.perf_counter() - t0)
