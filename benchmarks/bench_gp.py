@@ -78,7 +78,7 @@ def uci_rows(name, args):
 
     from mercer.kernels import RBF
     from mercer.models.gp import GaussianProcessRegressor, SparseGPRegressor
-    from mercer.models.kernel_learning import KernelRidgeCV
+    from mercer.models.ridge import KernelRidgeCV
 
     rng = np.random.default_rng(0)
     Xtr, ytr, Xte, yte = load(name, args.n_test, rng)

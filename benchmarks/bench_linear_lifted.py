@@ -80,8 +80,8 @@ def run(dataset: str, *, quick: bool, repeat: int, epochs: int, n_landmarks: int
     from sklearn.linear_model import LogisticRegression, Perceptron
     from sklearn.pipeline import make_pipeline
 
-    from mercer.models.logistic import KernelLogisticRegression
-    from mercer.models.perceptron import KernelPerceptron
+    from mercer.models.linear import KernelLogisticRegression
+    from mercer.models.linear import KernelPerceptron
 
     Xtr, Xte, ytr, yte, gamma, C = load(dataset)
     n = len(Xtr)

@@ -106,7 +106,7 @@ def sketched_ridge(Xtr, ytr, Xte, yte, ms, alpha):
     from sklearn.kernel_ridge import KernelRidge as SkKernelRidge
 
     from mercer.models.ridge import KernelRidge
-    from mercer.models.sketched import SketchedKernelRidge
+    from mercer.models.ridge import SketchedKernelRidge
 
     gamma = 1.0 / Xtr.shape[1]
     rmse = lambda p: float(np.sqrt(np.mean((p - yte) ** 2)))  # noqa: E731
@@ -140,8 +140,8 @@ def sketched_ridge(Xtr, ytr, Xte, yte, ms, alpha):
 def approx_pca(X, n_features, k=10):
     from sklearn.decomposition import KernelPCA as SkKernelPCA
 
-    from mercer.models.approx_pca import ApproximateKernelPCA
-    from mercer.models.pca import KernelPCA
+    from mercer.models.decomposition import ApproximateKernelPCA
+    from mercer.models.decomposition import KernelPCA
 
     gamma = 1.0 / X.shape[1]
     rows = []

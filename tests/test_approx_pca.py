@@ -11,8 +11,8 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from mercer.kernels import RBF, Laplacian, Polynomial
 from mercer.linalg import MemoryBudgetError
-from mercer.models.approx_pca import ApproximateKernelPCA
-from mercer.models.pca import KernelPCA
+from mercer.models.decomposition import ApproximateKernelPCA
+from mercer.models.decomposition import KernelPCA
 
 from conftest import cuda, readonly
 

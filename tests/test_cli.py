@@ -123,7 +123,7 @@ def test_verbose_logs_with_timestamps(files, tmp_path, capsys):
     code, out, err = run(["-v", "fit", "--data", files / "reg.csv", "--target", "target", "--model", "ridge",
                           "--out", tmp_path / "m"], capsys)
     assert code == 0
-    assert "INFO mercer.models.ridge: KernelRidge: dual solve on n=120" in err
+    assert "INFO mercer.models.ridge._exact: KernelRidge: dual solve on n=120" in err
 
 
 @pytest.mark.parametrize("argv, message", [

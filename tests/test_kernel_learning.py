@@ -15,7 +15,8 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 from mercer.kernels import RBF, Linear, Matern
 from mercer.kernels._columns import Columns
 from mercer.linalg import MemoryBudgetError
-from mercer.models.kernel_learning import KernelRidgeCV, loo_residuals
+from mercer.models.ridge import KernelRidgeCV
+from mercer.models.ridge._cv import loo_residuals
 from mercer.models.ridge import KernelRidge
 
 from conftest import cuda, readonly

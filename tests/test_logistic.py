@@ -15,7 +15,7 @@ from mercer.approx import PolynomialFeatureMap
 from mercer.datasets import make_circle_separable
 from mercer.kernels import RBF, Polynomial
 from mercer.linalg import MemoryBudgetError
-from mercer.models.logistic import KernelLogisticRegression
+from mercer.models.linear import KernelLogisticRegression
 
 from conftest import cuda, readonly
 

@@ -14,7 +14,8 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 from mercer.kernels import RBF, Intersection, Linear, Polynomial, encode_sets
 from mercer.kernels._columns import Columns
 from mercer.linalg import MemoryBudgetError
-from mercer.models.mkl import MKLClassifier, MKLRegressor, alignf_weights, easymkl_gamma, kernel_statistics
+from mercer.models.mkl import MKLClassifier, MKLRegressor
+from mercer.models.mkl._mkl import alignf_weights, easymkl_gamma, kernel_statistics
 from mercer.models.ridge import KernelRidge
 
 from conftest import cuda, readonly

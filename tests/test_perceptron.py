@@ -14,7 +14,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 from mercer.approx import PolynomialFeatureMap
 from mercer.datasets import make_circle_separable
 from mercer.kernels import RBF, Polynomial
-from mercer.models.perceptron import KernelPerceptron
+from mercer.models.linear import KernelPerceptron
 
 from conftest import cuda, readonly
 

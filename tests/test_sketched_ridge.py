@@ -13,7 +13,8 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 from mercer.kernels import RBF, Polynomial
 from mercer.linalg import MemoryBudgetError
 from mercer.models.ridge import KernelRidge
-from mercer.models.sketched import SketchedKernelRidge, fwht
+from mercer.models.ridge import SketchedKernelRidge
+from mercer.models.ridge._sketched import fwht
 
 from conftest import SHARED_DATA, cuda, readonly
 

@@ -13,8 +13,9 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from mercer.kernels import RBF, Intersection, Linear, Polynomial, encode_sets
 from mercer.linalg import NumericalWarning
-from mercer.models._smo import solve_smo
-from mercer.models.svm import BudgetSVC, KernelSVC, ReducedSetSVC, _couple, _sigmoid_train
+from mercer.models.svm._smo import solve_smo
+from mercer.models.svm import BudgetSVC, KernelSVC, ReducedSetSVC
+from mercer.models.svm._svc import _couple, _sigmoid_train
 
 from conftest import cuda, readonly
 

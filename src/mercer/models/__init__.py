@@ -1,46 +1,41 @@
-"""Estimators with the scikit-learn API."""
+"""Estimators with the scikit-learn API, one subpackage per family."""
 
-from .approx_pca import ApproximateKernelPCA
 from .cluster import KernelAgglomerative, KernelKMeans, KMeans, plot_dendrogram
+from .decomposition import ApproximateKernelPCA, KernelPCA
 from .gp import GaussianProcessRegressor, SparseGPRegressor
-from .kernel_learning import KernelRidgeCV
-from .logistic import KernelLogisticRegression
+from .linear import KernelLogisticRegression, KernelPerceptron
 from .mkl import MKLClassifier, MKLRegressor
 from .neighbors import (KernelKNeighborsClassifier, KernelKNeighborsRegressor, KernelRadiusNeighborsClassifier,
                         KernelRadiusNeighborsRegressor)
-from .nystroem import NystroemKernelRidge, NystroemKernelRidgeClassifier
-from .pca import KernelPCA
-from .perceptron import KernelPerceptron
-from .random_features import RandomFeatureRidge
-from .sketched import SketchedKernelRidge
+from .ridge import (KernelRidge, KernelRidgeClassifier, KernelRidgeCV, NystroemKernelRidge,
+                    NystroemKernelRidgeClassifier, RandomFeatureRidge, SketchedKernelRidge)
 from .svm import BudgetSVC, KernelSVC, ReducedSetSVC
-from .ridge import KernelRidge, KernelRidgeClassifier
 
 __all__ = [
-    "BudgetSVC",
-    "KernelSVC",
-    "ReducedSetSVC",
     "ApproximateKernelPCA",
-    "SketchedKernelRidge",
+    "BudgetSVC",
+    "GaussianProcessRegressor",
     "KMeans",
     "KernelAgglomerative",
     "KernelKMeans",
     "KernelKNeighborsClassifier",
     "KernelKNeighborsRegressor",
-    "KernelRadiusNeighborsClassifier",
-    "KernelRadiusNeighborsRegressor",
-    "plot_dendrogram",
-    "GaussianProcessRegressor",
-    "KernelRidgeCV",
-    "MKLClassifier",
-    "MKLRegressor",
-    "SparseGPRegressor",
     "KernelLogisticRegression",
     "KernelPCA",
     "KernelPerceptron",
+    "KernelRadiusNeighborsClassifier",
+    "KernelRadiusNeighborsRegressor",
     "KernelRidge",
+    "KernelRidgeCV",
     "KernelRidgeClassifier",
+    "KernelSVC",
+    "MKLClassifier",
+    "MKLRegressor",
     "NystroemKernelRidge",
     "NystroemKernelRidgeClassifier",
     "RandomFeatureRidge",
+    "ReducedSetSVC",
+    "SketchedKernelRidge",
+    "SparseGPRegressor",
+    "plot_dendrogram",
 ]

@@ -38,12 +38,12 @@ from sklearn.preprocessing import LabelBinarizer
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, column_or_1d
 
-from .._backend import make_generator, to_numpy
-from .._validation import describe
-from ..kernels import RBF, Kernel, Scaled, Sum, resolve_kernel
-from ..linalg import MemoryBudgetError, format_bytes
-from ._base import KernelEstimatorMixin
-from .ridge import KernelRidge, KernelRidgeClassifier
+from ..._backend import make_generator, to_numpy
+from ..._validation import describe
+from ...kernels import RBF, Kernel, Scaled, Sum, resolve_kernel
+from ...linalg import MemoryBudgetError, format_bytes
+from .._base import KernelEstimatorMixin
+from ..ridge import KernelRidge, KernelRidgeClassifier
 
 __all__ = ["MKLRegressor", "MKLClassifier", "alignf_weights", "kernel_statistics"]
 
@@ -171,7 +171,7 @@ class _NystroemMap:
 
     def fit(self, X: torch.Tensor):
         try:
-            from ..approx import Nystroem
+            from ...approx import Nystroem
         except ImportError:  # the approximations module is optional here
             Nystroem = None
         if Nystroem is not None:

@@ -37,11 +37,11 @@ from sklearn.utils import check_random_state
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, column_or_1d
 
-from .._backend import as_output, serial_if_small, to_numpy
-from .._validation import describe
-from ..linalg import KernelOperator
-from ._base import KernelEstimatorMixin, labels_from_scores
-from ._base import class_weights as _class_weights
+from ..._backend import as_output, serial_if_small, to_numpy
+from ..._validation import describe
+from ...linalg import KernelOperator
+from .._base import KernelEstimatorMixin, labels_from_scores
+from .._base import class_weights as _class_weights
 
 __all__ = ["KernelPerceptron"]
 

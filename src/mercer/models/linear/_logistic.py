@@ -42,11 +42,11 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
-from .._backend import as_output, to_numpy
-from .._validation import describe
-from ..linalg import KernelOperator, MemoryBudgetError, conjugate_gradient, format_bytes
-from ._base import KernelEstimatorMixin, labels_from_scores
-from .perceptron import _classifier_setup, _serial_if_small
+from ..._backend import as_output, to_numpy
+from ..._validation import describe
+from ...linalg import KernelOperator, MemoryBudgetError, conjugate_gradient, format_bytes
+from .._base import KernelEstimatorMixin, labels_from_scores
+from ._perceptron import _classifier_setup, _serial_if_small
 
 __all__ = ["KernelLogisticRegression"]
 

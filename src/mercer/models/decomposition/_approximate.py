@@ -31,11 +31,11 @@ import torch
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
-from .._backend import as_output, make_generator
-from .._validation import describe
-from ..approx import Nystroem, RandomFourierFeatures
-from ..linalg import MemoryBudgetError, format_bytes, top_eigenpairs
-from ._base import KernelEstimatorMixin
+from ..._backend import as_output, make_generator
+from ..._validation import describe
+from ...approx import Nystroem, RandomFourierFeatures
+from ...linalg import MemoryBudgetError, format_bytes, top_eigenpairs
+from .._base import KernelEstimatorMixin
 
 __all__ = ["ApproximateKernelPCA"]
 

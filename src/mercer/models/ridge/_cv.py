@@ -26,13 +26,13 @@ from sklearn.base import BaseEstimator, MultiOutputMixin, RegressorMixin
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
-from .._validation import describe
-from ..kernels._learnable import LearnableKernel
-from ..linalg import MemoryBudgetError, format_bytes
-from ._base import KernelEstimatorMixin
-from ._hyperopt import check_optimizer_params, optimize, report
-from .gp import _chol
-from .ridge import KernelRidge
+from ..._validation import describe
+from ...kernels._learnable import LearnableKernel
+from ...linalg import MemoryBudgetError, format_bytes
+from .._base import KernelEstimatorMixin
+from .._hyperopt import check_optimizer_params, optimize, report
+from ..gp._gp import _chol
+from ._exact import KernelRidge
 
 __all__ = ["KernelRidgeCV", "loo_residuals"]
 
@@ -137,7 +137,7 @@ class KernelRidgeCV(MultiOutputMixin, RegressorMixin, KernelEstimatorMixin, Base
         self.memory_budget = memory_budget
 
     def _check_params(self):
-        from .gp import _check_bounds, _positive_float
+        from ..gp._gp import _check_bounds, _positive_float
 
         owner = type(self).__name__
         check_optimizer_params(self)

@@ -35,13 +35,13 @@ from sklearn.base import BaseEstimator, MultiOutputMixin, RegressorMixin
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
-from .._backend import as_output, to_numpy
-from .._validation import describe
-from ..kernels import Kernel, Scaled, Sum
-from ..kernels._learnable import LearnableKernel
-from ..linalg import KernelOperator, MemoryBudgetError, NumericalWarning, format_bytes, jittered_cholesky
-from ._base import KernelEstimatorMixin
-from ._hyperopt import check_optimizer_params, optimize, report
+from ..._backend import as_output, to_numpy
+from ..._validation import describe
+from ...kernels import Kernel, Scaled, Sum
+from ...kernels._learnable import LearnableKernel
+from ...linalg import KernelOperator, MemoryBudgetError, NumericalWarning, format_bytes, jittered_cholesky
+from .._base import KernelEstimatorMixin
+from .._hyperopt import check_optimizer_params, optimize, report
 
 __all__ = ["GaussianProcessRegressor", "SparseGPRegressor"]
 

@@ -49,12 +49,12 @@ import torch
 from sklearn.base import BaseEstimator, MultiOutputMixin, RegressorMixin
 from sklearn.utils.validation import check_is_fitted
 
-from .._backend import as_output, make_generator
-from .._validation import describe
-from ..linalg import KernelOperator, MemoryBudgetError, format_bytes, jittered_cholesky
-from .._backend import num_threads as _num_threads
-from ..linalg._eig import DENSE_SERIAL_MAX_N
-from ._base import KernelEstimatorMixin
+from ..._backend import as_output, make_generator
+from ..._validation import describe
+from ...linalg import KernelOperator, MemoryBudgetError, format_bytes, jittered_cholesky
+from ..._backend import num_threads as _num_threads
+from ...linalg._eig import DENSE_SERIAL_MAX_N
+from .._base import KernelEstimatorMixin
 
 __all__ = ["SketchedKernelRidge", "fwht"]
 

@@ -30,15 +30,15 @@ import torch
 from sklearn.base import BaseEstimator, ClassifierMixin, MultiOutputMixin, RegressorMixin
 from sklearn.utils.validation import check_is_fitted
 
-from .._backend import as_output, make_generator, to_numpy
-from .._validation import describe
-from ..approx._landmarks import check_landmarks_param, select_landmarks
-from ..linalg import (ConvergenceWarning, KernelOperator, MemoryBudgetError, conjugate_gradient, format_bytes,
+from ..._backend import as_output, make_generator, to_numpy
+from ..._validation import describe
+from ...approx._landmarks import check_landmarks_param, select_landmarks
+from ...linalg import (ConvergenceWarning, KernelOperator, MemoryBudgetError, conjugate_gradient, format_bytes,
                       jittered_cholesky)
-from .._backend import num_threads as _num_threads
-from ..linalg._eig import DENSE_SERIAL_MAX_N
-from ._base import KernelEstimatorMixin
-from .ridge import RidgeClassifierMixin, _check_alpha
+from ..._backend import num_threads as _num_threads
+from ...linalg._eig import DENSE_SERIAL_MAX_N
+from .._base import KernelEstimatorMixin
+from ._exact import RidgeClassifierMixin, _check_alpha
 
 __all__ = ["NystroemKernelRidge", "NystroemKernelRidgeClassifier"]
 

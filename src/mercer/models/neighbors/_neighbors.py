@@ -26,10 +26,10 @@ from sklearn.base import BaseEstimator, ClassifierMixin, MultiOutputMixin, Regre
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, column_or_1d
 
-from .._backend import as_output, to_numpy
-from .._validation import describe, is_torch
-from ..linalg import plan_blocks
-from ._base import KernelEstimatorMixin, labels_like
+from ..._backend import as_output, to_numpy
+from ..._validation import describe, is_torch
+from ...linalg import plan_blocks
+from .._base import KernelEstimatorMixin, labels_like
 
 __all__ = [
     "KernelKNeighborsClassifier",

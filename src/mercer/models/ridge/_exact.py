@@ -21,11 +21,11 @@ from sklearn.utils.class_weight import compute_sample_weight
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, column_or_1d
 
-from .._backend import as_output, to_numpy
-from .._validation import describe
-from ..approx import explicit_feature_map
-from ..linalg import KernelOperator, MemoryBudgetError, format_bytes, jittered_cholesky
-from ._base import KernelEstimatorMixin, labels_from_scores
+from ..._backend import as_output, to_numpy
+from ..._validation import describe
+from ...approx import explicit_feature_map
+from ...linalg import KernelOperator, MemoryBudgetError, format_bytes, jittered_cholesky
+from .._base import KernelEstimatorMixin, labels_from_scores
 
 __all__ = ["KernelRidge", "KernelRidgeClassifier"]
 

@@ -16,12 +16,12 @@ import torch
 from sklearn.base import BaseEstimator, MultiOutputMixin, RegressorMixin
 from sklearn.utils.validation import check_is_fitted
 
-from .._backend import as_output
-from .._validation import describe
-from ..approx import RandomFourierFeatures
-from ..linalg import MemoryBudgetError, format_bytes, jittered_cholesky
-from ._base import KernelEstimatorMixin
-from .ridge import _check_alpha
+from ..._backend import as_output
+from ..._validation import describe
+from ...approx import RandomFourierFeatures
+from ...linalg import MemoryBudgetError, format_bytes, jittered_cholesky
+from .._base import KernelEstimatorMixin
+from ._exact import _check_alpha
 
 __all__ = ["RandomFeatureRidge"]
 

@@ -32,11 +32,11 @@ from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, Cluster
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import check_is_fitted
 
-from .. import _random as _rnd
-from .._backend import as_output, make_generator, row_sq_norms, to_numpy
-from .._validation import describe, is_torch
-from ..linalg import KernelOperator, MemoryBudgetError, format_bytes, plan_blocks
-from ._base import KernelEstimatorMixin
+from ... import _random as _rnd
+from ..._backend import as_output, make_generator, row_sq_norms, to_numpy
+from ..._validation import describe, is_torch
+from ...linalg import KernelOperator, MemoryBudgetError, format_bytes, plan_blocks
+from .._base import KernelEstimatorMixin
 
 __all__ = ["KMeans", "KernelKMeans", "KernelAgglomerative", "plot_dendrogram"]
 
@@ -557,7 +557,7 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
         owner = type(self).__name__
         _check_int(owner, "n_components", self.n_components, 1)
         try:
-            from ..approx import Nystroem, RandomFourierFeatures
+            from ...approx import Nystroem, RandomFourierFeatures
         except ImportError as exc:  # pragma: no cover - depends on the approx module's progress
             raise ImportError(f"{owner}(approximation={self.approximation!r}) needs mercer.approx.Nystroem and "
                               "RandomFourierFeatures, which this installation lacks.") from exc

@@ -21,9 +21,9 @@ import torch
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
-from .._backend import as_output, make_generator
-from ..linalg import KernelOperator, MemoryBudgetError, format_bytes, top_eigenpairs
-from ._base import KernelEstimatorMixin
+from ..._backend import as_output, make_generator
+from ...linalg import KernelOperator, MemoryBudgetError, format_bytes, top_eigenpairs
+from .._base import KernelEstimatorMixin
 
 __all__ = ["KernelPCA"]
 

@@ -37,12 +37,12 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, column_or_1d
 
-from .._backend import as_output, row_sq_norms, serial_if_small, to_numpy
-from ..kernels import RBF, Kernel, Sigmoid
-from ..kernels._base import Product, Scaled, Sum
-from ..linalg import KernelOperator, MemoryBudgetError, format_bytes
-from ..linalg import NumericalWarning
-from ._base import KernelEstimatorMixin, class_weights, labels_like
+from ..._backend import as_output, row_sq_norms, serial_if_small, to_numpy
+from ...kernels import RBF, Kernel, Sigmoid
+from ...kernels._base import Product, Scaled, Sum
+from ...linalg import KernelOperator, MemoryBudgetError, format_bytes
+from ...linalg import NumericalWarning
+from .._base import KernelEstimatorMixin, class_weights, labels_like
 from ._smo import solve_smo
 
 __all__ = ["KernelSVC", "ReducedSetSVC", "BudgetSVC"]
@@ -431,7 +431,7 @@ class KernelSVC(_SVCDecisionMixin, KernelEstimatorMixin, ClassifierMixin, BaseEs
 
     def _kernel_for(self, X):
         gamma = _numeric_gamma(self.gamma, self.kernel, X, type(self).__name__)
-        from ..kernels import resolve_kernel
+        from ...kernels import resolve_kernel
 
         return resolve_kernel(self.kernel, gamma=gamma, degree=self.degree, coef0=self.coef0,
                               kernel_params=self.kernel_params, owner=type(self).__name__)
@@ -595,7 +595,7 @@ class KernelSVC(_SVCDecisionMixin, KernelEstimatorMixin, ClassifierMixin, BaseEs
         from sklearn.svm import LinearSVC
 
         try:
-            from ..approx import Nystroem, RandomFourierFeatures
+            from ...approx import Nystroem, RandomFourierFeatures
         except ImportError as exc:  # pragma: no cover - depends on the approx module's progress
             raise ImportError(f"{type(self).__name__}(approximation=...) needs mercer.approx.Nystroem and "
                               f"RandomFourierFeatures: {exc}") from exc
