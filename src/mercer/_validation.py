@@ -19,6 +19,7 @@ __all__ = [
     "Options",
     "check_array_like",
     "check_param",
+    "check_at_most",
     "check_params",
     "describe",
     "is_torch",
@@ -212,3 +213,11 @@ def check_params(estimator, constraints: dict | None = None) -> None:
     owner = type(estimator).__name__
     for name, allowed in table.items():
         check_param(owner, name, getattr(estimator, name), allowed)
+
+
+def check_at_most(owner: str, name: str, value, bound: int, bound_name: str = "n_samples") -> None:
+    """The one wording of a data-dependent upper bound:
+    "The 'n_clusters' parameter of KMeans must be at most n_samples = 5. Got 7 instead." """
+    if value > bound:
+        raise ValueError(f"The {name!r} parameter of {owner} must be at most {bound_name} = {bound}. "
+                         f"Got {describe(value)} instead.")

@@ -3,11 +3,12 @@
 from ._blocking import (MAX_TILE_BYTES, BlockPlan, MemoryBudgetError, available_memory, default_memory_budget,
                         format_bytes, observe_blocks, plan_blocks, plan_rows, row_blocks)
 from ._cg import CGResult, conjugate_gradient
-from ._eig import ConvergenceWarning, EigResult, top_eigenpairs
+from ._eig import DENSE_SERIAL_MAX_N, ConvergenceWarning, EigResult, top_eigenpairs
 from ._factor import CholeskyFactor, NumericalWarning, jittered_cholesky
 from ._operator import KernelOperator
 
 __all__ = [
+    "DENSE_SERIAL_MAX_N",
     "MAX_TILE_BYTES",
     "BlockPlan",
     "CGResult",

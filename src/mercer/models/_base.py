@@ -2,17 +2,36 @@
 
 from __future__ import annotations
 
+from numbers import Integral, Real
+
 import numpy as np
 import torch
 from sklearn.utils.class_weight import compute_class_weight
 from sklearn.utils.validation import _check_sample_weight
 
 from .._backend import resolve_device, resolve_dtype, to_tensor
-from .._validation import check_array_like, describe, is_torch
+from .._validation import Interval, Options, check_array_like, check_param, describe, is_torch
 from ..kernels import resolve_kernel
 from ..linalg import default_memory_budget
 
-__all__ = ["KernelEstimatorMixin", "class_weights", "labels_from_scores", "labels_like"]
+__all__ = ["COMPUTE_CONSTRAINTS", "KERNEL_CONSTRAINTS", "KernelEstimatorMixin", "class_weights",
+           "labels_from_scores", "labels_like"]
+
+#: Allowed values of mercer's compute parameters, merged into each estimator's ``_parameter_constraints``.
+COMPUTE_CONSTRAINTS: dict = {
+    "device": ["device", None],
+    "dtype": [Options("float32", "float64"), None],
+    "memory_budget": [Interval(Integral, 1, None, closed="left"), None],
+}
+#: Allowed values of scikit-learn's kernel parameters (kernel names and their keywords are checked
+#: by :func:`mercer.kernels.resolve_kernel`, which knows each kernel's own parameters).
+KERNEL_CONSTRAINTS: dict = {
+    "kernel": [str, "kernel", "callable"],
+    "gamma": [Interval(Real, None, None), None],
+    "degree": [Interval(Real, 0, None, closed="left")],
+    "coef0": [Interval(Real, None, None)],
+    "kernel_params": [dict, None],
+}
 
 
 def labels_like(labels: np.ndarray, X):
@@ -71,14 +90,7 @@ class KernelEstimatorMixin:
             device = X.device
         self._device = resolve_device(device)
         self._dtype = resolve_dtype(self.dtype, X)
-        if self.memory_budget is not None and (
-            not isinstance(self.memory_budget, (int, np.integer)) or isinstance(self.memory_budget, bool)
-            or self.memory_budget <= 0
-        ):
-            raise ValueError(
-                f"The 'memory_budget' parameter of {type(self).__name__} must be a positive int "
-                f"(bytes) or None. Got {describe(self.memory_budget)} instead."
-            )
+        check_param(type(self).__name__, "memory_budget", self.memory_budget, COMPUTE_CONSTRAINTS["memory_budget"])
         self._budget = default_memory_budget(self._device, self.memory_budget)
 
     def _tensor(self, X) -> torch.Tensor:
