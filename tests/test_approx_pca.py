@@ -156,11 +156,11 @@ def test_cuda_matches_cpu(data, approximation):
 
 # -- bad input -----------------------------------------------------------------------------------
 @pytest.mark.parametrize("params, match", [
-    (dict(approximation="svd"), "'approximation' parameter .* among \\['nystroem', 'rff'\\]. Got 'svd'"),
-    (dict(n_features=0), "'n_features' parameter .* int >= 1. Got 0"),
-    (dict(n_features=500), "n_features=500 must be <= n_samples=200"),
+    (dict(approximation="svd"), "The 'approximation' parameter of ApproximateKernelPCA must be a str among {'nystroem', 'rff'}. Got 'svd' instead."),
+    (dict(n_features=0), "The 'n_features' parameter of ApproximateKernelPCA must be an int in the range \\[1, inf\\). Got 0 instead."),
+    (dict(n_features=500), "The 'n_features' parameter of ApproximateKernelPCA must be at most n_samples = 200. Got 500 instead."),
     (dict(n_components=0), "'n_components' parameter .* Got 0"),
-    (dict(n_components=30, n_features=20), "n_components=30 must be <= min\\(n_samples, feature dimension\\) = min\\(200, 20\\)"),
+    (dict(n_components=30, n_features=20), "The 'n_components' parameter of ApproximateKernelPCA must be at most min\\(n_samples, feature dimension\\) = 20. Got 30 instead."),
     (dict(kernel="poly", approximation="rff"), "stationary"),
     (dict(kernel="precomputed"), "not kernel='precomputed'"),
     (dict(memory_budget=1000), "smaller n_features or raise memory_budget"),

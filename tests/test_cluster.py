@@ -163,7 +163,7 @@ def test_kmeans_duplicates_warn():
 
 def test_kmeans_bad_input():
     X = readonly(np.random.default_rng(0).normal(size=(5, 2)))
-    with pytest.raises(ValueError, match="n_samples=5 should be >= n_clusters=6"):
+    with pytest.raises(ValueError, match="'n_clusters' parameter of KMeans must be at most n_samples = 5. Got 6 instead"):
         KMeans(6).fit(X)
     with pytest.raises(ValueError, match="'n_clusters' parameter of KMeans must be an int"):
         KMeans(0).fit(X)
@@ -275,7 +275,7 @@ def test_kernel_kmeans_empty_cluster_and_duplicates():
 
 def test_kernel_kmeans_bad_input():
     X = readonly(np.random.default_rng(0).normal(size=(5, 2)))
-    with pytest.raises(ValueError, match="n_samples=5 should be >= n_clusters=9"):
+    with pytest.raises(ValueError, match="'n_clusters' parameter of KernelKMeans must be at most n_samples = 5. Got 9 instead"):
         KernelKMeans(9).fit(X)
     with pytest.raises(ValueError, match="'approximation' parameter"):
         KernelKMeans(2, approximation="svd").fit(X)
@@ -338,7 +338,7 @@ def test_agglomerative_budget_error_and_bad_input():
         KernelAgglomerative(2, distance_threshold=1.0).fit(X)
     with pytest.raises(ValueError, match="'linkage' parameter"):
         KernelAgglomerative(2, linkage="ward").fit(X)
-    with pytest.raises(ValueError, match="n_clusters=101"):
+    with pytest.raises(ValueError, match="'n_clusters' parameter of KernelAgglomerative must be at most n_samples = 100. Got 101 instead"):
         KernelAgglomerative(101).fit(X)
 
 

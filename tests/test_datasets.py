@@ -57,12 +57,16 @@ def test_circle_separable_labels_and_margin():
     np.testing.assert_array_equal(y, np.sign(0.6 - r2).astype(int))
 
 
-@pytest.mark.parametrize("call", [
-    lambda: make_curve(0), lambda: make_curve(10, noise=-1.0), lambda: make_ellipse(2.5),
-    lambda: make_circle_separable(10, radius2=2.0), lambda: make_circle_separable(10, margin=0.7),
+@pytest.mark.parametrize("call, match", [
+    (lambda: make_curve(0), r"'n_samples' parameter of make_curve must be an int in the range \[1, inf\)\. Got 0"),
+    (lambda: make_curve(10, noise=-1.0), r"'noise' parameter of make_curve .* \[0, inf\)\. Got -1\.0"),
+    (lambda: make_curve(10, noise=float("inf")), r"'noise' parameter of make_curve .* Got inf"),
+    (lambda: make_ellipse(2.5), r"'n_samples' parameter of make_ellipse .* Got 2\.5"),
+    (lambda: make_circle_separable(10, radius2=2.0), r"'radius2' parameter of make_circle_separable .* \(0, 2\)\. Got 2\.0"),
+    (lambda: make_circle_separable(10, margin=0.7), r"'margin' parameter of make_circle_separable .* Got 0\.7"),
 ])
-def test_synthetic_bad_parameters(call):
-    with pytest.raises(ValueError):
+def test_synthetic_bad_parameters(call, match):
+    with pytest.raises(ValueError, match=match):
         call()
 
 

@@ -142,7 +142,7 @@ def test_lanczos_block_size(matrices, block_size):
 
 
 def test_randomized_block_size_at_least_k():
-    with pytest.raises(ValueError, match="'block_size'.*>= 5"):
+    with pytest.raises(ValueError, match=r"'block_size' parameter of top_eigenpairs must be an int in the range \[5, inf\) or None\. Got 4"):
         top_eigenpairs(torch.eye(10, dtype=torch.float64), 5, method="randomized", block_size=4)
 
 

@@ -177,7 +177,9 @@ def test_model_file_is_a_zip_of_npy_and_json_without_pickle(data, tmp_path):
     assert manifest["params"]["kernel"] == {"__kernel__": {"type": "Sum", "params": {"kernels": [
         {"type": "Scaled", "params": {"scale": 0.5, "kernel": {"type": "RBF", "params": {"gamma": 0.1}}}},
         {"type": "Linear", "params": {}}]}}}
-    assert "_budget" in manifest["derived"]
+    # format 2: the state is what the class declares; the memory budget is rebuilt on load
+    assert manifest["format_version"] == 2 and "derived" not in manifest
+    assert "_budget" not in manifest["state"] and {"_device", "_dtype", "_binarizer"} <= set(manifest["state"])
     with np.load(path, allow_pickle=False) as npz:  # an .npz reader opens it, no pickle needed
         assert len([f for f in npz.files if f.startswith("arr_")]) >= 3
 
@@ -296,17 +298,23 @@ def saved(saved_bytes, tmp_path):
     (lambda m: m["params"].update({"evil": 1}), "not parameters of"),
     (lambda m: m.update({"format_version": 99}), "newer"),
     (lambda m: m.update({"format": "pickle"}), "not a mercer model"),
-    (lambda m: m["derived"].append("_sneaky"), "no derived attribute"),
+    (lambda m: m["state"].update({"_sneaky": 1}), "does not save the attribute '_sneaky'"),
+    (lambda m: m["state"].update({"_budget": 1}), "does not save the attribute '_budget'"),
+    (lambda m: m["state"].update({"fitted": 1}), "does not save the attribute 'fitted'"),
     (lambda m: m["state"].update({"predict": 1}), "bad state attribute 'predict'"),
     (lambda m: m["state"].update({"__class__": 1}), "bad state attribute"),
     (lambda m: m["state"].update({"alpha": 5.0}), "bad state attribute 'alpha'"),
     (lambda m: m["state"]["_binarizer"]["state"]["__dict__"].append(["fit", 0]), "bad state attribute 'fit'"),
-    (lambda m: m["state"].update({"nested_": {"__estimator__": "Pipeline", "params": {}, "state": {}, "derived": []}}),
+    (lambda m: m["state"].update({"nested_": {"__estimator__": "Pipeline", "params": {}, "state": {}}}),
      "unknown or malformed estimator"),
     (lambda m: m["state"].update({"nested_": {"__estimator__": "KernelRidge", "params": {}, "state": {},
-                                              "derived": [], "extra": 1}}), "unknown or malformed estimator"),
-    (lambda m: m["state"].update({"nested_": {"__estimator__": "KernelRidge", "params": {"evil": 1}, "state": {},
-                                              "derived": []}}), "not parameters of KernelRidge"),
+                                              "extra": 1}}), "unknown or malformed estimator"),
+    (lambda m: m["state"].update({"nested_": {"__estimator__": "KernelRidge", "params": {}, "state": {},
+                                              "derived": []}}), "unknown or malformed estimator"),
+    (lambda m: m["state"].update({"nested_": {"__estimator__": "KernelRidge", "params": {"evil": 1},
+                                              "state": {}}}), "not parameters of KernelRidge"),
+    (lambda m: m["state"].update({"nested_": {"__estimator__": "KernelRidge", "params": {},
+                                              "state": {"_phi": 1}}}), "does not save the attribute '_phi'"),
 ])
 def test_tampered_manifest_refused(saved, edit, match):
     _rewrite_manifest(saved, edit)
@@ -378,6 +386,106 @@ def test_tensor_layout_survives_and_bad_strides_are_refused():
     for bad in ([1, 1], [4, 1, 1], [0, 4], "x"):
         with pytest.raises(ValueError, match="bad strides"):
             _Decoder(enc.arrays, torch.device("cpu"))({**spec, "strides": bad})
+
+
+# -- format 2: the classes declare what is saved ------------------------------------------------
+_TRANSFORMERS = {"IncompleteCholesky", "LandmarkFeatures", "Nystroem", "PolynomialFeatureMap",
+                 "RandomFourierFeatures", "RandomMaclaurin", "TensorSketch"}
+
+
+def _declared(cls) -> set:
+    return {a for klass in cls.__mro__ for a in vars(klass).get("_saved_private", ())}
+
+
+def _payloads(payload, name):
+    """``(class name, payload)`` of an estimator in a manifest and of every estimator nested in it."""
+    yield name, payload
+
+    def walk(v):
+        if isinstance(v, dict) and "__estimator__" in v:
+            yield from _payloads(v, v["__estimator__"])
+        elif isinstance(v, dict):
+            for x in v.values():
+                yield from walk(x)
+        elif isinstance(v, list):
+            for x in v:
+                yield from walk(x)
+
+    yield from walk(payload["state"])
+
+
+def test_registry_covers_every_public_estimator():
+    import mercer.approx
+    import mercer.models
+
+    models = {n for n in mercer.models.__all__ if isinstance(getattr(mercer.models, n), type)}
+    assert len(models) == 25 and _TRANSFORMERS <= set(mercer.approx.__all__)
+    assert set(loadable_estimators()) == models | _TRANSFORMERS
+    for name in loadable_estimators():  # declarations are private attribute names, never fitted ones
+        cls = getattr(mercer.models, name, None) or getattr(mercer.approx, name)
+        for klass in cls.__mro__:
+            names = vars(klass).get("_saved_private", ())
+            assert isinstance(names, tuple) and all(n.startswith("_") and not n.endswith("_") for n in names), klass
+
+
+@pytest.mark.filterwarnings("ignore::sklearn.exceptions.ConvergenceWarning")
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_format_2_file_holds_only_declared_state(name, data, tmp_path):
+    import mercer.approx
+    import mercer.models
+
+    X, y, _ = data
+    est, _ = _fit(name, CASES[name](), X, y)
+    save(est, tmp_path / "m")
+    with zipfile.ZipFile(tmp_path / "m") as zf:
+        manifest = json.loads(zf.read("manifest.json"))
+    assert manifest["format_version"] == 2
+    for cls_name, payload in _payloads(manifest, manifest["class"]):
+        cls = getattr(mercer.models, cls_name, None) or getattr(mercer.approx, cls_name)
+        assert "derived" not in payload
+        state = set(payload["state"])
+        assert {k for k in state if k.startswith("_")} <= _declared(cls), cls_name
+        assert all(k.endswith("_") for k in state if not k.startswith("_")), cls_name
+
+
+def test_undeclared_private_state_is_not_saved(data, tmp_path):
+    X, y, X_new = data
+    est = KernelRidge(kernel="rbf", gamma=0.05).fit(X, y.astype(float))
+    est._cache = object()  # neither declared nor storable: not even looked at
+    save(est, tmp_path / "m")
+    with zipfile.ZipFile(tmp_path / "m") as zf:
+        state = json.loads(zf.read("manifest.json"))["state"]
+    assert "_cache" not in state and "_budget" not in state
+    loaded = load(tmp_path / "m")
+    assert not hasattr(loaded, "_cache") and loaded._budget > 0  # rebuilt by _after_load
+    np.testing.assert_array_equal(loaded.predict(X_new), est.predict(X_new))
+
+
+def _as_format_1(m):
+    """A format-2 manifest rewritten as format 1 wrote it: every attribute, plus ``derived``."""
+    m["format_version"] = 1
+    m["derived"] = ["_budget"]
+    m["state"].update({"_cache": 5, "_budget": 7, "predict": 0})  # an old attribute now a method: dropped
+
+
+def test_format_1_keeps_declared_state_and_drops_the_rest(saved):
+    _rewrite_manifest(saved, _as_format_1)
+    loaded = load(saved)
+    assert not hasattr(loaded, "_cache") and loaded._budget != 7  # dropped; the budget is recomputed
+    assert hasattr(loaded, "_binarizer") and hasattr(loaded, "dual_coef_")
+
+
+@pytest.mark.parametrize("edit, match", [
+    (lambda m: m.update({"derived": "_budget"}), "derived attributes"),
+    (lambda m: m.update({"derived": ["a b"]}), "derived attributes"),
+    (lambda m: m["state"].update({"a b_": 1}), "bad state attribute 'a b_'"),
+    (lambda m: m["state"].update({"nested_": {"__estimator__": "KernelRidge", "params": {}, "state": {}}}),
+     "unknown or malformed estimator"),  # format 1 nested estimators have a derived list
+])
+def test_tampered_format_1_manifest_refused(saved, edit, match):
+    _rewrite_manifest(saved, lambda m: (_as_format_1(m), edit(m)))
+    with pytest.raises(ValueError, match=match):
+        load(saved)
 
 
 _V1 = pathlib.Path(__file__).parent / "data" / "io_v1"

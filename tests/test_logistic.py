@@ -220,7 +220,7 @@ def test_one_class_is_an_error(breast_cancer):
     (dict(C=0.0), "'C' parameter of KernelLogisticRegression must be a float in the range \\(0, inf\\). Got 0.0"),
     (dict(C=-1), "'C' parameter .* Got -1"),
     (dict(C=np.inf), "'C' parameter .* Got inf"),
-    (dict(solver="lbfgs"), "'solver' parameter .* among \\['auto', 'newton', 'nystroem'\\]. Got 'lbfgs'"),
+    (dict(solver="lbfgs"), "'solver' parameter .* among \\{'auto', 'newton', 'nystroem'\\}. Got 'lbfgs'"),
     (dict(n_components=0), "'n_components' parameter .* Got 0"),
     (dict(max_iter=1.5), "'max_iter' parameter .* Got 1.5"),
     (dict(tol=-1e-3), "'tol' parameter .* Got -0.001"),

@@ -188,13 +188,14 @@ def test_bad_input():
     rng = np.random.default_rng(0)
     X = readonly(rng.normal(size=(6, 2)))
     y = readonly(np.array([0, 1, 0, 1, 0, 1]))
-    with pytest.raises(ValueError, match="n_neighbors = 7, n_samples_fit = 6"):
+    at_most = "The 'n_neighbors' parameter of KernelKNeighborsClassifier must be at most n_samples"
+    with pytest.raises(ValueError, match=f"{at_most} = 6. Got 7 instead"):
         KernelKNeighborsClassifier(7).fit(X, y)
     model = KernelKNeighborsClassifier(3).fit(X, y)
-    with pytest.raises(ValueError, match="n_neighbors = 7"):
+    with pytest.raises(ValueError, match=f"{at_most} = 6. Got 7 instead"):
         model.kneighbors(X, n_neighbors=7)
-    with pytest.raises(ValueError, match="n_neighbors = 7, n_samples_fit = 6"):
-        model.kneighbors(n_neighbors=6)  # + the excluded sample itself
+    with pytest.raises(ValueError, match=f"{at_most} - 1 = 5. Got 6 instead"):
+        model.kneighbors(n_neighbors=6)  # the query on the training set excludes each sample itself
     with pytest.raises(ValueError, match="'n_neighbors' parameter"):
         KernelKNeighborsRegressor(0).fit(X, y)
     with pytest.raises(ValueError, match="'weights' parameter"):

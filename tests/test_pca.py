@@ -116,7 +116,7 @@ def test_n_components_none_keeps_nonzero_components():
 
 @pytest.mark.parametrize("params, match", [
     (dict(n_components=0), "'n_components'"),
-    (dict(n_components=51), "n_components=51 must be <= n_samples=50"),
+    (dict(n_components=51), "The 'n_components' parameter of KernelPCA must be at most n_samples = 50. Got 51 instead."),
     (dict(n_components=2, eigen_solver="magic"), "'eigen_solver'"),
     (dict(n_components=2, tol=-1.0), "'tol'"),
     (dict(n_components=2, kernel="rbf", gamma=0.0), "'gamma'"),

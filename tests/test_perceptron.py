@@ -284,13 +284,13 @@ def test_one_class_is_an_error(breast_cancer):
 
 
 @pytest.mark.parametrize("bad, match", [
-    (dict(max_iter=0), "'max_iter' parameter of KernelPerceptron must be an int >= 1. Got 0"),
+    (dict(max_iter=0), "'max_iter' parameter of KernelPerceptron must be an int in the range \\[1, inf\\). Got 0"),
     (dict(budget=0), "'budget' parameter .* Got 0"),
     (dict(budget=2.5), "'budget' parameter .* Got 2.5"),
-    (dict(budget_policy="newest"), "'budget_policy' parameter .* among \\['oldest', 'smallest', 'random'\\]. Got 'newest'"),
+    (dict(budget_policy="newest"), "'budget_policy' parameter .* among \\{'oldest', 'smallest', 'random'\\}. Got 'newest'"),
     (dict(multi_class="ovo"), "'multi_class' parameter .* Got 'ovo'"),
     (dict(tol=-1.0), "'tol' parameter .* Got -1.0"),
-    (dict(shuffle="yes"), "'shuffle' parameter .* bool"),
+    (dict(shuffle="yes"), "'shuffle' parameter .* 'bool'. Got 'yes'"),
     (dict(class_weight="auto"), "'class_weight' parameter .* Got 'auto'"),
     (dict(class_weight={7: 2.0}), "labels \\[7\\] that are not in y"),
     (dict(kernel="cosine-ish"), "'kernel' parameter"),

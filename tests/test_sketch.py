@@ -194,9 +194,9 @@ def test_cuda_matches_cpu(cls):
 # -- bad input -------------------------------------------------------------------------------------
 @pytest.mark.parametrize("cls", CLASSES)
 @pytest.mark.parametrize("params, match", [
-    (dict(n_components=0), "'n_components' parameter .* int >= 1. Got 0"),
+    (dict(n_components=0), r"'n_components' parameter .* int in the range \[1, inf\). Got 0"),
     (dict(n_components=2.5), "'n_components' parameter .* Got 2.5"),
-    (dict(degree=0), "'degree' parameter .* int >= 1. Got 0"),
+    (dict(degree=0), r"'degree' parameter .* int in the range \[1, inf\). Got 0"),
     (dict(gamma=-1.0), "'gamma' parameter .* Got -1.0"),
     (dict(coef0=-0.5), "'coef0' parameter .* Got -0.5"),
     (dict(kernel=RBF()), "'kernel' parameter .* Polynomial, Quadratic or Linear .* Got RBF"),

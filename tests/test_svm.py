@@ -15,7 +15,7 @@ from mercer.kernels import RBF, Intersection, Linear, Polynomial, encode_sets
 from mercer.linalg import NumericalWarning
 from mercer.models.svm._smo import solve_smo
 from mercer.models.svm import BudgetSVC, KernelSVC, ReducedSetSVC
-from mercer.models.svm._svc import _couple, _sigmoid_train
+from mercer.models.svm._platt import _couple, _sigmoid_train
 
 from conftest import cuda, readonly
 
@@ -281,18 +281,19 @@ def test_nan_inf(breast_cancer, bad):
 def test_bad_parameters(breast_cancer):
     X, y = breast_cancer
     cases = [
-        (KernelSVC(gamma="wide"), "'gamma' parameter of KernelSVC must be 'scale', 'auto' or a float"),
-        (KernelSVC(gamma=-1.0), "'gamma' parameter of KernelSVC must be a float in the range"),
-        (KernelSVC(decision_function_shape="x"), "'decision_function_shape' parameter"),
-        (KernelSVC(multiclass="all"), "'multiclass' parameter"),
-        (KernelSVC(class_weight="even"), "'class_weight' parameter"),
-        (KernelSVC(max_iter=0), "'max_iter' parameter"),
-        (KernelSVC(tol=0), "'tol' parameter"),
-        (KernelSVC(approximation="exact"), "'approximation' parameter"),
-        (ReducedSetSVC(n_vectors=1.5), "'n_vectors' parameter of ReducedSetSVC"),
-        (ReducedSetSVC(method="pca"), "'method' parameter of ReducedSetSVC"),
-        (BudgetSVC(n_vectors=0), "'n_vectors' parameter of BudgetSVC"),
-        (BudgetSVC(optimizer="sgd"), "'optimizer' parameter of BudgetSVC"),
+        (KernelSVC(gamma="wide"), r"'gamma' parameter of KernelSVC must be a str among \{'scale', 'auto'\}, "
+                                  r"a float in the range \(0, inf\) or None. Got 'wide' instead"),
+        (KernelSVC(gamma=-1.0), r"'gamma' parameter of KernelSVC must be .*a float in the range \(0, inf\).* Got -1.0"),
+        (KernelSVC(decision_function_shape="x"), "'decision_function_shape' parameter .* Got 'x'"),
+        (KernelSVC(multiclass="all"), "'multiclass' parameter .* Got 'all'"),
+        (KernelSVC(class_weight="even"), "'class_weight' parameter .* Got 'even'"),
+        (KernelSVC(max_iter=0), r"'max_iter' parameter of KernelSVC must be an int in the range \[1, inf\) .* Got 0"),
+        (KernelSVC(tol=0), r"'tol' parameter of KernelSVC must be a float in the range \(0, inf\). Got 0"),
+        (KernelSVC(approximation="exact"), "'approximation' parameter .* Got 'exact'"),
+        (ReducedSetSVC(n_vectors=1.5), r"'n_vectors' parameter of ReducedSetSVC .* Got 1.5"),
+        (ReducedSetSVC(method="pca"), "'method' parameter of ReducedSetSVC .* Got 'pca'"),
+        (BudgetSVC(n_vectors=0), r"'n_vectors' parameter of BudgetSVC must be an int in the range \[1, inf\). Got 0"),
+        (BudgetSVC(optimizer="sgd"), "'optimizer' parameter of BudgetSVC .* Got 'sgd'"),
     ]
     for est, msg in cases:
         with pytest.raises(ValueError, match=msg):

@@ -7,6 +7,7 @@ import numbers
 
 import numpy as np
 import scipy.sparse as sp
+import threadpoolctl
 import torch
 
 from ._config import get_config
@@ -134,8 +135,6 @@ def num_threads(n: int | None, *, blas: bool = False):
     torch.set_num_threads(n)
     try:
         if blas:
-            import threadpoolctl
-
             with threadpoolctl.threadpool_limits(n, user_api="blas"):
                 yield
         else:

@@ -15,6 +15,8 @@ import torch
 from sklearn.utils.validation import check_is_fitted, validate_data  # noqa: F401  (re-export)
 
 __all__ = [
+    "COMPUTE_CONSTRAINTS",
+    "InstanceOf",
     "Interval",
     "Options",
     "check_array_like",
@@ -104,7 +106,7 @@ def check_array_like(
 # table (scikit-learn's idea); :func:`check_params` checks them all with one message style:
 #   "The 'alpha' parameter of KernelRidge must be a float in the range [0, inf). Got -1 instead."
 # A constraint is None (the value None), a string among "boolean", "random_state", "array-like",
-# "kernel", "callable", "device", "dtype", a class (an instance of it), or an Interval / Options.
+# "callable", "device", "dtype", a class (an instance of it), or an Interval / Options / InstanceOf.
 
 
 class Interval:
@@ -149,10 +151,18 @@ class Options:
         return f"{kind} among {{{', '.join(repr(x) for x in self.values)}}}"
 
 
-def _is_kernel(v) -> bool:
-    from .kernels import Kernel  # kernels sit above this module in the layers
+class InstanceOf:
+    """Instances of ``cls``, called ``description`` in messages: for a class of a higher layer,
+    which this module does not import (``InstanceOf(Kernel, "a mercer kernel")``)."""
 
-    return isinstance(v, Kernel)
+    def __init__(self, cls: type, description: str):
+        self.cls, self.description = cls, description
+
+    def accepts(self, v) -> bool:
+        return isinstance(v, self.cls)
+
+    def __str__(self) -> str:
+        return self.description
 
 
 _NAMED: dict[str, tuple[Callable[[object], bool], str]] = {
@@ -161,8 +171,8 @@ _NAMED: dict[str, tuple[Callable[[object], bool], str]] = {
                                              and 0 <= v < 2**32) or isinstance(v, (np.random.RandomState,
                                                                                     np.random.Generator, torch.Generator)),
                      "an int in the range [0, 4294967295], a RandomState, a Generator or None"),
-    "array-like": (lambda v: hasattr(v, "__len__") or hasattr(v, "shape"), "an array-like"),
-    "kernel": (_is_kernel, "a mercer kernel"),
+    "array-like": (lambda v: not isinstance(v, (str, bytes, dict)) and (hasattr(v, "__len__") or hasattr(v, "shape")),
+                   "an array-like"),
     "callable": (callable, "a callable"),
     "device": (lambda v: isinstance(v, (str, torch.device)), "a torch device or its name ('cpu', 'cuda', 'cuda:1')"),
     "dtype": (lambda v: isinstance(v, str) and v in ("float32", "float64") or v in (torch.float32, torch.float64,
@@ -221,3 +231,12 @@ def check_at_most(owner: str, name: str, value, bound: int, bound_name: str = "n
     if value > bound:
         raise ValueError(f"The {name!r} parameter of {owner} must be at most {bound_name} = {bound}. "
                          f"Got {describe(value)} instead.")
+
+
+#: Where and in which precision an estimator computes, and its memory budget in bytes: merged
+#: into every estimator's and transformer's ``_parameter_constraints``.
+COMPUTE_CONSTRAINTS: dict = {
+    "device": ["device", None],
+    "dtype": ["dtype", None],
+    "memory_budget": [Interval(numbers.Integral, 1, None, closed="left"), None],
+}

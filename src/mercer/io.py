@@ -1,16 +1,38 @@
 """Save and load fitted estimators without pickle: one zip of ``.npy`` arrays and a JSON manifest.
 
-A model file is a zip archive (readable by ``numpy.load`` like an ``.npz``) holding
+A model file (format version 2) is a zip archive (readable by ``numpy.load`` like an ``.npz``) holding
 
-* ``manifest.json``: format version, mercer version, the estimator's class (one of a fixed
-  whitelist), its ``get_params()`` and its fitted state, every value encoded as JSON;
+* ``manifest.json``: ``format``, ``format_version``, the versions of mercer, scikit-learn and torch
+  that wrote it, the estimator's ``class`` (a public estimator of :mod:`mercer.models` or
+  :mod:`mercer.approx`), its ``params`` (``get_params()``) and its fitted ``state``, every value
+  encoded as JSON;
 * ``arr_<i>.npy``: each array or tensor of the state, written with ``allow_pickle=False``.
 
-Kernels are stored as ``{"type": "RBF", "params": {"gamma": 0.1}}``, recursively for ``Sum``,
-``Product`` and ``Scaled``; only mercer's own kernel classes are accepted. State that depends on
-the machine (the memory budget) or that is a pure function of the rest (explicit feature maps) is
-recomputed on load instead of stored. Loading never executes code from the file: it looks the
-class name up in a whitelist, and every value is rebuilt by a known constructor.
+What an estimator saves is declared by its class, next to its code, not by this module:
+
+* its public fitted attributes (names ending in ``_`` and not starting with ``_``) are saved;
+* a private attribute is saved only when the class declares it part of the model, in a class
+  attribute ``_saved_private = ("_foo", ...)``; declarations add up along the class's bases (the
+  kernel-estimator mixin declares the compute device and dtype);
+* nothing else is stored. State that depends on the machine (the memory budget) or that is a pure
+  function of the rest (explicit feature maps, a GP's learnable kernel) is rebuilt after loading
+  by the estimator's ``_after_load()`` method.
+
+So renaming an undeclared private attribute does not change the file format, and this module
+knows no estimator's internals. Estimators nested in the state (a cross-validated model's
+``estimator_``, a feature map inside a model) are stored as ``{"__estimator__": name, "params",
+"state"}`` by the same rules. Kernels are stored as ``{"type": "RBF", "params": {"gamma": 0.1}}``,
+recursively for ``Sum``, ``Product`` and ``Scaled``; only mercer's own kernel classes are accepted.
+
+Loading never executes code from the file: the class name is looked up among mercer's public
+estimator classes (``mercer.models.__all__`` and ``mercer.approx.__all__``), every state attribute
+must be a plain data name the class saves by the rules above (an undeclared one is refused), and
+every value is rebuilt by a known constructor.
+
+Format version 1 (written before the classes declared their state) stored every attribute of the
+estimator plus a ``derived`` list of the attributes recomputed on load. Such files still load: the
+public fitted attributes and the private ones the class still declares are kept, the rest is
+dropped, and ``_after_load()`` rebuilds the derived state.
 
 >>> from mercer.io import save, load
 >>> save(model, "model.mercer")
@@ -19,155 +41,71 @@ class name up in a whitelist, and every value is rebuilt by a known constructor.
 
 from __future__ import annotations
 
-import importlib
+import functools
 import json
 import math
-import re
 import numbers
+import re
 import warnings
 import zipfile
 
 import numpy as np
+import sklearn
 import torch
+from sklearn.base import BaseEstimator
+from sklearn.preprocessing import LabelBinarizer
+from sklearn.svm import LinearSVC
+from sklearn.utils.validation import check_is_fitted
 
-from . import __version__
+from . import __version__, approx, kernels, models
+from ._backend import resolve_device
+from ._config import get_config
 
 __all__ = ["FORMAT_VERSION", "kernel_from_dict", "kernel_to_dict", "load", "save", "loadable_estimators"]
 
 FORMAT = "mercer.model"
-FORMAT_VERSION = 1
+#: 2: the state holds the public fitted attributes and the private ones each class declares
+#: (``_saved_private``); 1: every attribute, plus a ``derived`` list of those recomputed on load.
+FORMAT_VERSION = 2
 _MANIFEST = "manifest.json"
 
-#: Estimators that can be saved and loaded: class name -> (module, attribute).
-_ESTIMATORS = {
-    "KernelRidge": ("mercer.models.ridge", "KernelRidge"),
-    "KernelRidgeClassifier": ("mercer.models.ridge", "KernelRidgeClassifier"),
-    "KernelPCA": ("mercer.models.decomposition", "KernelPCA"),
-    "PolynomialFeatureMap": ("mercer.approx", "PolynomialFeatureMap"),
-    "NystroemKernelRidge": ("mercer.models.ridge", "NystroemKernelRidge"),
-    "NystroemKernelRidgeClassifier": ("mercer.models.ridge", "NystroemKernelRidgeClassifier"),
-    "Nystroem": ("mercer.approx", "Nystroem"),
-    "LandmarkFeatures": ("mercer.approx", "LandmarkFeatures"),
-    "RandomFourierFeatures": ("mercer.approx", "RandomFourierFeatures"),
-    "IncompleteCholesky": ("mercer.approx", "IncompleteCholesky"),
-    "KernelPerceptron": ("mercer.models.linear", "KernelPerceptron"),
-    "KMeans": ("mercer.models.cluster", "KMeans"),
-    "KernelSVC": ("mercer.models.svm", "KernelSVC"),
-    "ReducedSetSVC": ("mercer.models.svm", "ReducedSetSVC"),
-    "BudgetSVC": ("mercer.models.svm", "BudgetSVC"),
-    "KernelKMeans": ("mercer.models.cluster", "KernelKMeans"),
-    "KernelKNeighborsClassifier": ("mercer.models.neighbors", "KernelKNeighborsClassifier"),
-    "KernelKNeighborsRegressor": ("mercer.models.neighbors", "KernelKNeighborsRegressor"),
-    "KernelRadiusNeighborsClassifier": ("mercer.models.neighbors", "KernelRadiusNeighborsClassifier"),
-    "KernelRadiusNeighborsRegressor": ("mercer.models.neighbors", "KernelRadiusNeighborsRegressor"),
-    "KernelLogisticRegression": ("mercer.models.linear", "KernelLogisticRegression"),
-    "RandomFeatureRidge": ("mercer.models.ridge", "RandomFeatureRidge"),
-    "SketchedKernelRidge": ("mercer.models.ridge", "SketchedKernelRidge"),
-    "ApproximateKernelPCA": ("mercer.models.decomposition", "ApproximateKernelPCA"),
-    "TensorSketch": ("mercer.approx", "TensorSketch"),
-    "RandomMaclaurin": ("mercer.approx", "RandomMaclaurin"),
-    "GaussianProcessRegressor": ("mercer.models.gp", "GaussianProcessRegressor"),
-    "SparseGPRegressor": ("mercer.models.gp", "SparseGPRegressor"),
-    "KernelRidgeCV": ("mercer.models.ridge", "KernelRidgeCV"),
-    "MKLRegressor": ("mercer.models.mkl", "MKLRegressor"),
-    "MKLClassifier": ("mercer.models.mkl", "MKLClassifier"),
-    "KernelAgglomerative": ("mercer.models.cluster", "KernelAgglomerative"),
-}
-
 #: scikit-learn helpers that appear inside fitted state (stored as params + fitted attributes).
-_HELPERS = {
-    "LabelBinarizer": ("sklearn.preprocessing", "LabelBinarizer"),
-    "LinearSVC": ("sklearn.svm", "LinearSVC"),
-}
+_HELPERS = {"LabelBinarizer": LabelBinarizer, "LinearSVC": LinearSVC}
+
+
+# -- which classes, which attributes ------------------------------------------------------------
+@functools.cache
+def _estimator_classes() -> dict:
+    """Loadable classes, name -> class: the public estimators of :mod:`mercer.models` and
+    :mod:`mercer.approx` (the scikit-learn estimators named in their ``__all__``)."""
+    out = {}
+    for package in (models, approx):
+        for name in package.__all__:
+            obj = getattr(package, name)
+            if isinstance(obj, type) and issubclass(obj, BaseEstimator):
+                out[name] = obj
+    return out
 
 
 def loadable_estimators() -> list[str]:
     """Names of the estimator classes that :func:`save` and :func:`load` accept."""
-    return sorted(_ESTIMATORS)
+    return sorted(_estimator_classes())
 
 
-def _import(table: dict, name: str):
-    module, attr = table[name]
-    return getattr(importlib.import_module(module), attr)
+def _declared_private(cls) -> frozenset:
+    """The private attributes that ``cls`` declares part of its model: the ``_saved_private``
+    tuples of the class and of its bases, together."""
+    return frozenset(name for klass in cls.__mro__ for name in vars(klass).get("_saved_private", ()))
 
 
-# -- derived state: recomputed on load, never stored ----------------------------------------------
-def _derive_budget(est):
-    from .linalg import default_memory_budget
-
-    return default_memory_budget(est._device, est.memory_budget)
-
-
-def _derive_landmark_budget(est):
-    from .linalg import default_memory_budget
-
-    return default_memory_budget(est.landmarks_.device, est.memory_budget)
-
-
-def _derive_phi(est):
-    from .approx import explicit_feature_map
-
-    phi = explicit_feature_map(est.kernel_, est.n_features_in_)
-    if phi is None or phi.dim != est.coef_.shape[0]:
-        raise ValueError(f"{type(est).__name__}: the saved primal coefficients do not match the kernel's feature map.")
-    return phi
-
-
-def _derive_learnable(est):
-    """The GPs' learnable view of the kernel: rebuilt from the fitted kernel (same structure and
-    hyperparameter layout as the one optimised, whose values only set the starting point)."""
-    from .kernels._learnable import LearnableKernel
-
-    lk = LearnableKernel(est.kernel_, est.n_features_in_, est._bounds)
-    if list(lk.names) != list(est.hyperparameter_names_[: est._n_kernel]):
-        raise ValueError(f"{type(est).__name__}: the saved hyperparameter names {est.hyperparameter_names_} do not "
-                         f"match the kernel's {lk.names}.")
-    return lk
-
-
-def _derive_polymap(est):
-    from .approx import explicit_feature_map
-    from .kernels import Polynomial
-
-    kernel = Polynomial(degree=int(est.degree), gamma=float(est.gamma), coef0=float(est.coef0))
-    return explicit_feature_map(kernel, est.n_features_in_)
-
-
-_DERIVED = {
-    "KernelRidge": {"_budget": _derive_budget, "_phi": _derive_phi},
-    "KernelRidgeClassifier": {"_budget": _derive_budget, "_phi": _derive_phi},
-    "KernelPCA": {"_budget": _derive_budget},
-    "PolynomialFeatureMap": {"_map": _derive_polymap},
-    "NystroemKernelRidge": {"_budget": _derive_budget},
-    "NystroemKernelRidgeClassifier": {"_budget": _derive_budget},
-    "KernelPerceptron": {"_budget": _derive_budget},
-    "KMeans": {"_budget": _derive_budget},
-    "KernelSVC": {"_budget": _derive_budget},
-    "ReducedSetSVC": {"_budget": _derive_budget},
-    "BudgetSVC": {"_budget": _derive_budget},
-    "KernelKMeans": {"_budget": _derive_budget},
-    "KernelKNeighborsClassifier": {"_budget": _derive_budget},
-    "KernelKNeighborsRegressor": {"_budget": _derive_budget},
-    "KernelRadiusNeighborsClassifier": {"_budget": _derive_budget},
-    "KernelRadiusNeighborsRegressor": {"_budget": _derive_budget},
-    "KernelLogisticRegression": {"_budget": _derive_budget},
-    "Nystroem": {"_budget": _derive_landmark_budget},
-    "LandmarkFeatures": {"_budget": _derive_landmark_budget},
-    "GaussianProcessRegressor": {"_lk": _derive_learnable},
-    "SparseGPRegressor": {"_lk": _derive_learnable},
-}
-
-
-def _derived_fns(name: str) -> dict:
-    """Attributes recomputed on load for class ``name``: its own table, and the memory budget
-    (``_budget``, from ``memory_budget`` and the device of the machine that loads)."""
-    return {"_budget": _derive_budget, **_DERIVED.get(name, {})}
+def _is_saved(name: str, declared: frozenset) -> bool:
+    """Whether an attribute belongs to the saved state: a public fitted attribute (``name_``) or
+    a private one the class declares."""
+    return name in declared or (name.endswith("_") and not name.startswith("_"))
 
 
 # -- kernels ------------------------------------------------------------------------------------
 def _kernel_types() -> dict:
-    from . import kernels
-
     out = {}
     for name in kernels.__all__:
         obj = getattr(kernels, name)
@@ -177,9 +115,7 @@ def _kernel_types() -> dict:
 
 
 def _kernel_value_to_json(v):
-    from .kernels import Kernel
-
-    if isinstance(v, Kernel):
+    if isinstance(v, kernels.Kernel):
         return kernel_to_dict(v)
     if isinstance(v, (list, tuple)):
         return [_kernel_value_to_json(x) for x in v]
@@ -227,8 +163,6 @@ def _kernel_value_from_json(v):
 
 def kernel_from_dict(spec: dict):
     """Rebuild a kernel from :func:`kernel_to_dict`'s output; only mercer's kernel classes."""
-    from .kernels import Product, Scaled, Sum
-
     if not isinstance(spec, dict) or set(spec) != {"type", "params"} or not isinstance(spec["params"], dict):
         raise ValueError(f"a kernel is described by {{'type': ..., 'params': {{...}}}}; got {spec!r}.")
     types = _kernel_types()
@@ -236,9 +170,9 @@ def kernel_from_dict(spec: dict):
     if cls is None:
         raise ValueError(f"unknown kernel type {spec['type']!r}; known: {sorted(types)}.")
     params = {k: _kernel_value_from_json(v) for k, v in spec["params"].items()}
-    if cls in (Sum, Product):
+    if cls in (kernels.Sum, kernels.Product):
         return cls(params["kernels"])
-    if cls is Scaled:
+    if cls is kernels.Scaled:
         return cls(params["scale"], params["kernel"])
     return cls(**params)
 
@@ -296,9 +230,21 @@ class _Encoder:
         self.arrays[name] = arr
         return name
 
-    def __call__(self, v, where: str):
-        from .kernels import Kernel
+    def _tensor(self, v: torch.Tensor, where: str) -> dict:
+        t = v.detach().cpu()
+        try:
+            arr = t.contiguous().numpy()
+        except TypeError as exc:
+            raise TypeError(f"cannot save {where}: tensor dtype {t.dtype} has no numpy equivalent.") from exc
+        out = {"__tensor__": self._store(arr), "requires_grad": bool(v.requires_grad)}
+        # The memory layout is kept (column-major outputs of triangular solves, transposes):
+        # BLAS rounds differently on different layouts, and a loaded model must predict bit
+        # for bit as the saved one.
+        if t.ndim > 1 and tuple(t.stride()) != _contiguous_strides(t.shape) and _dense_layout(t.shape, t.stride()):
+            out["strides"] = [int(x) for x in t.stride()]
+        return out
 
+    def __call__(self, v, where: str):
         if v is None or isinstance(v, (bool, str)):
             return v
         if isinstance(v, np.bool_):
@@ -308,18 +254,7 @@ class _Encoder:
         if isinstance(v, numbers.Real) and not isinstance(v, torch.Tensor):
             return _float(v)
         if isinstance(v, torch.Tensor):
-            t = v.detach().cpu()
-            try:
-                arr = t.contiguous().numpy()
-            except TypeError as exc:
-                raise TypeError(f"cannot save {where}: tensor dtype {t.dtype} has no numpy equivalent.") from exc
-            out = {"__tensor__": self._store(arr), "requires_grad": bool(v.requires_grad)}
-            # The memory layout is kept (column-major outputs of triangular solves, transposes):
-            # BLAS rounds differently on different layouts, and a loaded model must predict bit
-            # for bit as the saved one.
-            if t.ndim > 1 and tuple(t.stride()) != _contiguous_strides(t.shape) and _dense_layout(t.shape, t.stride()):
-                out["strides"] = [int(x) for x in t.stride()]
-            return out
+            return self._tensor(v, where)
         if isinstance(v, np.ndarray):
             if v.dtype.hasobject:
                 return {"__objects__": [self(x, where) for x in v.ravel().tolist()], "shape": list(v.shape)}
@@ -328,7 +263,7 @@ class _Encoder:
             return {"__device__": str(v)}
         if isinstance(v, torch.dtype):
             return {"__dtype__": str(v).removeprefix("torch.")}
-        if isinstance(v, Kernel):
+        if isinstance(v, kernels.Kernel):
             return {"__kernel__": kernel_to_dict(v)}
         if isinstance(v, tuple):
             return {"__tuple__": [self(x, where) for x in v]}
@@ -339,7 +274,7 @@ class _Encoder:
         nested = _estimator_name(v)
         if nested is not None:
             return {"__estimator__": nested, **_encode_estimator(self, v, nested)}
-        if type(v).__name__ in _HELPERS and _import(_HELPERS, type(v).__name__) is type(v):
+        if _HELPERS.get(type(v).__name__) is type(v):
             state = {k: x for k, x in vars(v).items() if k not in v.get_params(deep=False)}
             return {"__sklearn__": type(v).__name__, "params": self(v.get_params(deep=False), where),
                     "state": self(state, where)}
@@ -347,13 +282,49 @@ class _Encoder:
 
 
 class _Decoder:
-    def __init__(self, arrays: dict, device: torch.device):
-        self.arrays, self.device = arrays, device
+    """Turns JSON back into values; ``version`` is the format version of the file being read."""
+
+    def __init__(self, arrays: dict, device: torch.device, version: int = FORMAT_VERSION):
+        self.arrays, self.device, self.version = arrays, device, version
 
     def _array(self, name):
         if name not in self.arrays:
             raise ValueError(f"model file refers to a missing array {name!r}.")
         return self.arrays[name]
+
+    def _tensor(self, v: dict) -> torch.Tensor:
+        src = torch.from_numpy(self._array(v["__tensor__"]))
+        strides = v.get("strides")
+        if strides is not None:
+            if (not isinstance(strides, list) or len(strides) != src.ndim
+                    or not all(isinstance(x, int) and x >= 0 for x in strides)
+                    or not _dense_layout(src.shape, strides)):
+                raise ValueError(f"model file: bad strides {str(strides)[:40]} for an array of shape {tuple(src.shape)}.")
+        else:
+            strides = _contiguous_strides(src.shape)
+        # a fresh torch allocation with the saved layout (64-byte aligned, as fitted tensors are):
+        # BLAS kernels can round differently on differently aligned data, and a loaded model must
+        # predict bit for bit as the saved one
+        t = torch.empty_strided(tuple(src.shape), tuple(strides), dtype=src.dtype, device=self.device).copy_(src)
+        return t.requires_grad_(True) if v.get("requires_grad") else t
+
+    def _estimator(self, v: dict):
+        name = v["__estimator__"]
+        keys = {"__estimator__", "params", "state"} | ({"derived"} if self.version == 1 else set())
+        if name not in _estimator_classes() or set(v) != keys:
+            raise ValueError(f"model file holds an unknown or malformed estimator {str(name)[:40]!r}; refusing to load it.")
+        return _decode_estimator(self, name, v, "model file")
+
+    def _helper(self, v: dict):
+        name = v["__sklearn__"]
+        if name not in _HELPERS:
+            raise ValueError(f"model file holds an unknown helper class {name!r}; refusing to load it.")
+        cls = _HELPERS[name]
+        obj = cls(**self(v["params"]))
+        for k, x in self(v["state"]).items():
+            _check_attr(cls, k, obj.get_params(deep=False), "model file")
+            setattr(obj, k, x)
+        return obj
 
     def __call__(self, v):
         if v is None or isinstance(v, (bool, str, int, float)):
@@ -365,28 +336,14 @@ class _Decoder:
         if "__float__" in v:
             return _unfloat(v)
         if "__tensor__" in v:
-            # a fresh torch allocation (64-byte aligned, as the fitted tensors were): BLAS kernels
-            # can round differently on differently aligned data, and a loaded model must predict
-            # bit for bit as the saved one
-            src = torch.from_numpy(self._array(v["__tensor__"]))
-            strides = v.get("strides")
-            if strides is not None:
-                if (not isinstance(strides, list) or len(strides) != src.ndim
-                        or not all(isinstance(x, int) and x >= 0 for x in strides)
-                        or not _dense_layout(src.shape, strides)):
-                    raise ValueError(f"model file: bad strides {str(strides)[:40]} for an array of shape {tuple(src.shape)}.")
-            else:
-                strides = _contiguous_strides(src.shape)
-            # a fresh torch allocation with the saved layout (64-byte aligned, as fitted tensors are)
-            t = torch.empty_strided(tuple(src.shape), tuple(strides), dtype=src.dtype, device=self.device).copy_(src)
-            return t.requires_grad_(True) if v.get("requires_grad") else t
+            return self._tensor(v)
         if "__ndarray__" in v:
             return self._array(v["__ndarray__"])
         if "__objects__" in v:
             out = np.empty(len(v["__objects__"]), dtype=object)
             out[:] = [self(x) for x in v["__objects__"]]
             return out.reshape(v["shape"])
-        if "__device__" in v:
+        if "__device__" in v:  # state computes where the model is loaded
             return self.device
         if "__dtype__" in v:
             return _torch_dtype(v["__dtype__"])
@@ -397,28 +354,17 @@ class _Decoder:
         if "__dict__" in v:
             return {self(k): self(x) for k, x in v["__dict__"]}
         if "__estimator__" in v:
-            name = v["__estimator__"]
-            if name not in _ESTIMATORS or set(v) != {"__estimator__", "params", "state", "derived"}:
-                raise ValueError(f"model file holds an unknown or malformed estimator {str(name)[:40]!r}; refusing to load it.")
-            return _decode_estimator(self, name, v, "model file")
+            return self._estimator(v)
         if "__sklearn__" in v:
-            name = v["__sklearn__"]
-            if name not in _HELPERS:
-                raise ValueError(f"model file holds an unknown helper class {name!r}; refusing to load it.")
-            cls = _import(_HELPERS, name)
-            obj = cls(**self(v["params"]))
-            for k, x in self(v["state"]).items():
-                _check_attr(cls, k, obj.get_params(deep=False), "model file")
-                setattr(obj, k, x)
-            return obj
+            return self._helper(v)
         raise ValueError(f"unrecognised value in model file: {str(v)[:80]}")
 
 
-# -- save / load --------------------------------------------------------------------------------
+# -- estimators ---------------------------------------------------------------------------------
 def _estimator_name(v) -> str | None:
-    """The whitelist name of a mercer estimator, or None for anything else."""
+    """The name of a loadable mercer estimator, or None for anything else."""
     name = type(v).__name__
-    return name if name in _ESTIMATORS and _import(_ESTIMATORS, name) is type(v) else None
+    return name if _estimator_classes().get(name) is type(v) else None
 
 
 def _class_name(estimator) -> str:
@@ -431,8 +377,9 @@ def _class_name(estimator) -> str:
 
 
 def _encode_estimator(enc: _Encoder, estimator, name: str) -> dict:
-    """``{"params", "state", "derived"}`` of a fitted estimator; nested estimators (a cross-validated
-    model's ``estimator_``, a feature map inside a model) go through the same function."""
+    """``{"params", "state"}`` of a fitted estimator: the state is what its class saves (public
+    fitted attributes and the declared private ones). Nested estimators (a cross-validated model's
+    ``estimator_``, a feature map inside a model) go through the same function."""
     params = estimator.get_params(deep=False)
     encoded_params = {}
     for k, v in params.items():
@@ -442,22 +389,47 @@ def _encode_estimator(enc: _Encoder, estimator, name: str) -> dict:
             warnings.warn(f"mercer.io.save: parameter {k!r} of {name} ({type(v).__name__}) cannot be stored; "
                           "it is saved as None (it only matters for a new fit).", UserWarning, stacklevel=3)
             encoded_params[k] = None
-    derived_fns = _derived_fns(name)
-    state, derived = {}, []
-    for k, v in vars(estimator).items():
-        if k in params:
-            continue
-        if k in derived_fns:
-            derived.append(k)
-        else:
-            state[k] = enc(v, f"{name}.{k}")
-    return {"params": encoded_params, "state": state, "derived": derived}
+    declared = _declared_private(type(estimator))
+    state = {k: enc(v, f"{name}.{k}") for k, v in vars(estimator).items()
+             if k not in params and _is_saved(k, declared)}
+    return {"params": encoded_params, "state": state}
 
 
-def _decode_estimator(dec: "_Decoder", name: str, payload: dict, path) -> object:
-    cls = _import(_ESTIMATORS, name)
-    if not isinstance(payload.get("params"), dict) or not isinstance(payload.get("state"), dict) \
-            or not isinstance(payload.get("derived", []), list):
+_ATTR = re.compile(r"_?[A-Za-z][A-Za-z0-9_]*")
+
+
+def _check_attr(cls, name, params, path) -> None:
+    """A state attribute must be a plain data name: not a parameter, a dunder, a method or a property."""
+    target = getattr(cls, name, None) if isinstance(name, str) else None
+    if (not isinstance(name, str) or not _ATTR.fullmatch(name) or name in params or name.endswith("__")
+            or callable(target) or isinstance(target, property)):
+        raise ValueError(f"{path}: bad state attribute {name!r} for {cls.__name__}.")
+
+
+def _saved_state(cls, name: str, payload: dict, params, path, version: int) -> dict:
+    """The encoded state attributes to set on a new ``cls``. Format 2 holds only what the class
+    saves, anything else is refused; format 1 held every attribute: the ones the class does not
+    save (derived, or no longer declared) are dropped, ``_after_load`` rebuilds what is needed."""
+    derived = payload.get("derived", []) if version == 1 else []
+    if not isinstance(derived, list) or not all(isinstance(k, str) and _ATTR.fullmatch(k) for k in derived):
+        raise ValueError(f"{path}: malformed model file (the derived attributes of {name} must be a list of names).")
+    declared = _declared_private(cls)
+    state = {}
+    for k, v in payload["state"].items():
+        saved = _is_saved(k, declared)
+        if saved or version >= 2:  # format 1: what is dropped is never set, whatever its name
+            _check_attr(cls, k, params, path)
+        if saved:
+            state[k] = v
+        elif version >= 2:
+            raise ValueError(f"{path}: {name} does not save the attribute {k!r} (it saves its public fitted "
+                             f"attributes and {sorted(declared)}); refusing to load it.")
+    return state
+
+
+def _decode_estimator(dec: _Decoder, name: str, payload: dict, path) -> object:
+    cls = _estimator_classes()[name]
+    if not isinstance(payload.get("params"), dict) or not isinstance(payload.get("state"), dict):
         raise ValueError(f"{path}: malformed model file (params and state of {name} must be JSON objects).")
     params = {k: dec(v) for k, v in payload["params"].items()}
     known = set(cls._get_param_names())
@@ -467,19 +439,15 @@ def _decode_estimator(dec: "_Decoder", name: str, payload: dict, path) -> object
     if params.get("device") is not None:
         params["device"] = str(dec.device)
     est = cls(**params)
-    for k, v in payload["state"].items():
-        _check_attr(cls, k, known, path)
+    for k, v in _saved_state(cls, name, payload, known, path, dec.version).items():
         setattr(est, k, dec(v))
-    if "_device" in payload["state"]:
-        est._device = dec.device
-    derived_fns = _derived_fns(name)
-    for k in payload.get("derived", []):
-        if k not in derived_fns:
-            raise ValueError(f"{path}: {name} has no derived attribute {k!r}.")
-        setattr(est, k, derived_fns[k](est))
+    after_load = getattr(est, "_after_load", None)
+    if after_load is not None:
+        after_load()  # the state that is not stored: memory budget, feature maps, ...
     return est
 
 
+# -- save / load --------------------------------------------------------------------------------
 def save(estimator, path, *, compress: bool = False) -> None:
     """Write a fitted estimator to ``path`` (a zip: JSON manifest + ``.npy`` arrays, no pickle).
 
@@ -490,14 +458,10 @@ def save(estimator, path, *, compress: bool = False) -> None:
     compress : bool, default=False
         Deflate the arrays (smaller file, slower save and load).
     """
-    from sklearn.utils.validation import check_is_fitted
-
     name = _class_name(estimator)
     check_is_fitted(estimator)
     enc = _Encoder()
     body = _encode_estimator(enc, estimator, name)
-    import sklearn
-
     manifest = {
         "format": FORMAT, "format_version": FORMAT_VERSION,
         "mercer_version": __version__, "sklearn_version": sklearn.__version__,
@@ -512,6 +476,21 @@ def save(estimator, path, *, compress: bool = False) -> None:
                 np.lib.format.write_array(fh, arr, allow_pickle=False)
 
 
+def _check_manifest(manifest, path) -> None:
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        raise ValueError(f"{path}: not a mercer model file (format is not {FORMAT!r}).")
+    version = manifest.get("format_version")
+    if not isinstance(version, int) or isinstance(version, bool) or version > FORMAT_VERSION:
+        raise ValueError(f"{path}: model format version {version!r} is newer than this mercer reads "
+                         f"({FORMAT_VERSION}); upgrade mercer.")
+    if version < 1:
+        raise ValueError(f"{path}: unknown model format version {version!r}.")
+    name = manifest.get("class")
+    if name not in _estimator_classes():
+        raise ValueError(f"{path}: refusing to load unknown estimator class {name!r}; "
+                         f"loadable: {loadable_estimators()}.")
+
+
 def _read(path):
     try:
         zf = zipfile.ZipFile(path, "r")
@@ -522,16 +501,7 @@ def _read(path):
             manifest = json.loads(zf.read(_MANIFEST).decode("utf-8"))
         except KeyError as exc:
             raise ValueError(f"{path}: not a mercer model file (no {_MANIFEST}).") from exc
-        if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
-            raise ValueError(f"{path}: not a mercer model file (format is not {FORMAT!r}).")
-        version = manifest.get("format_version")
-        if not isinstance(version, int) or version > FORMAT_VERSION:
-            raise ValueError(f"{path}: model format version {version!r} is newer than this mercer reads "
-                             f"({FORMAT_VERSION}); upgrade mercer.")
-        name = manifest.get("class")
-        if name not in _ESTIMATORS:
-            raise ValueError(f"{path}: refusing to load unknown estimator class {name!r}; "
-                             f"loadable: {loadable_estimators()}.")
+        _check_manifest(manifest, path)
         arrays = {}
         for entry in zf.namelist():
             if entry == _MANIFEST:
@@ -543,19 +513,8 @@ def _read(path):
     return manifest, arrays
 
 
-_ATTR = re.compile(r"_?[A-Za-z][A-Za-z0-9_]*")
-
-
-def _check_attr(cls, name, params, path) -> None:
-    """A state attribute must be a plain data name: not a parameter, a dunder, a method or a property."""
-    target = getattr(cls, name, None) if isinstance(name, str) else None
-    if (not isinstance(name, str) or not _ATTR.fullmatch(name) or name in params or name.endswith("__")
-            or callable(target) or isinstance(target, property)):
-        raise ValueError(f"{path}: bad state attribute {name!r} for {cls.__name__}.")
-
-
 def load(path, *, device=None):
-    """Read an estimator written by :func:`save`.
+    """Read an estimator written by :func:`save` (format version 2, or 1 from earlier mercer).
 
     Parameters
     ----------
@@ -572,18 +531,13 @@ def load(path, *, device=None):
     Raises
     ------
     ValueError
-        For a file that is not a mercer model, a class outside the whitelist, or a newer format.
+        For a file that is not a mercer model, a class that is not a mercer estimator, state that
+        the class does not save, or a newer format.
     """
-    from ._backend import resolve_device
-
     manifest, arrays = _read(path)
-    name = manifest["class"]
-    from ._config import get_config
-
     dev = resolve_device(device if device is not None else (get_config().device or "cpu"))
-    dec = _Decoder(arrays, dev)
+    dec = _Decoder(arrays, dev, manifest["format_version"])
     if manifest.get("mercer_version") != __version__:
         warnings.warn(f"{path}: saved by mercer {manifest.get('mercer_version')}, loaded by {__version__}; "
                       "results may differ.", UserWarning, stacklevel=2)
-    est = _decode_estimator(dec, name, manifest, path)
-    return est
+    return _decode_estimator(dec, manifest["class"], manifest, path)

@@ -8,13 +8,15 @@
 """
 
 from ._cholesky import IncompleteCholesky, PivotedCholeskyResult, pivoted_cholesky
-from ._landmarks import LANDMARK_RULES, nystroem_normalization, select_landmarks
+from ._landmarks import (LANDMARK_RULES, LANDMARKS_CONSTRAINTS, check_landmarks_param, nystroem_normalization,
+                         select_landmarks)
 from ._nystroem import LandmarkFeatures, Nystroem
 from ._polynomial import PolynomialFeatureMap, explicit_feature_map, polynomial_feature_dim
 from ._random_features import RandomFourierFeatures, spectral_sample
 from ._sketch import RandomMaclaurin, TensorSketch
 
 __all__ = [
+    "LANDMARKS_CONSTRAINTS",
     "LANDMARK_RULES",
     "IncompleteCholesky",
     "LandmarkFeatures",
@@ -24,6 +26,7 @@ __all__ = [
     "RandomFourierFeatures",
     "RandomMaclaurin",
     "TensorSketch",
+    "check_landmarks_param",
     "explicit_feature_map",
     "nystroem_normalization",
     "pivoted_cholesky",

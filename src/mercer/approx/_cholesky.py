@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import numbers
+from numbers import Integral, Real
 
 import numpy as np
 import torch
@@ -29,9 +29,10 @@ from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
 from .._backend import as_output, make_generator, resolve_device, resolve_dtype, to_tensor
-from .._validation import check_array_like, describe
+from .._validation import Interval, Options, check_array_like, check_at_most, check_param, check_params
 from ..kernels import Kernel, resolve_kernel
-from ..linalg import MemoryBudgetError, default_memory_budget, format_bytes
+from ..linalg import MemoryBudgetError, default_memory_budget, format_bytes, plan_rows, row_blocks
+from ._constraints import COMPUTE_CONSTRAINTS, KERNEL_CONSTRAINTS, N_COMPONENTS
 
 __all__ = ["IncompleteCholesky", "PivotedCholeskyResult", "pivoted_cholesky"]
 
@@ -52,14 +53,73 @@ def _column(kernel: Kernel, X: torch.Tensor, idx: torch.Tensor, budget: int) -> 
     """``K(X, X[idx])`` of shape (n, len(idx)), computed in row blocks within ``budget``."""
     n, c = X.shape[0], idx.numel()
     Z = X[idx]
-    per_row = max(1, c) * X.element_size() * (2.0 + kernel.scratch(X.shape[1]))
-    br = max(1, int(budget // per_row))
-    if br >= n:
+    # a row holds its c kernel entries, their copy in the output and the kernel's scratch
+    rows = plan_rows(n, max(1, c) * X.element_size() * (2.0 + kernel.scratch(X.shape[1])), budget=budget,
+                     max_bytes=None, what="a block of kernel columns")
+    if rows >= n:
         return kernel(X, Z)
     out = torch.empty(n, c, dtype=X.dtype, device=X.device)
-    for i in range(0, n, br):
-        out[i:i + br] = kernel(X[i:i + br], Z)
+    for rs in row_blocks(n, rows, desc="kernel columns"):
+        out[rs] = kernel(X[rs], Z)
     return out
+
+
+def _check_factor_fits(n: int, r_max: int, itemsize: int, budget: int, owner: str) -> int:
+    """Bytes of the n x rank factor; raises :class:`MemoryBudgetError` when they exceed ``budget``."""
+    need = n * r_max * itemsize
+    if need > budget:
+        raise MemoryBudgetError(
+            f"{owner}: the n x rank factor ({n} x {r_max}) needs {format_bytes(need)}, more than the memory "
+            f"budget of {format_bytes(budget)}; lower the rank, or use Nystroem (which keeps only the "
+            "landmarks) for this many samples."
+        )
+    return need
+
+
+def _initial_diagonal(kernel: Kernel, X: torch.Tensor, owner: str) -> torch.Tensor:
+    """``k(x_i, x_i)`` in float64, checked non-negative (then clamped at 0 against round-off)."""
+    diag = kernel.diag(X).to(torch.float64)
+    if bool((diag < -1e-8 * diag.abs().max().clamp_min(1.0)).any()):
+        raise ValueError(f"{owner}: the kernel has negative diagonal entries k(x, x) < 0; it is not positive "
+                         "semi-definite, so a Cholesky factorisation does not exist.")
+    return diag.clamp_min_(0.0)
+
+
+def _greedy_pivot(kernel: Kernel, X: torch.Tensor, Gj: torch.Tensor, diag: torch.Tensor, taken: torch.Tensor,
+                  n_candidates: int, generator, gen_cpu, budget: int) -> tuple[int, torch.Tensor]:
+    """Smola & Schölkopf's rule: among ``n_candidates`` random free points, the one whose residual
+    column ``r_c`` (of ``K - Gj Gj^T``) reduces the residual trace most, ``||r_c||^2 / r_c[c]``.
+    Returns the pivot and its residual column."""
+    free = (~taken).nonzero().flatten()
+    c = min(int(n_candidates), free.numel())
+    pick = torch.randperm(free.numel(), generator=gen_cpu)[:c].to(free.device) if gen_cpu is not None \
+        else torch.randperm(free.numel(), device=free.device, generator=generator)[:c]
+    cand = free[pick]
+    cols = _column(kernel, X, cand, budget)
+    if Gj.shape[1]:
+        cols.sub_(Gj @ Gj[cand].T)
+    d_c = diag[cand]
+    gain = (cols.to(torch.float64) ** 2).sum(dim=0) / d_c.clamp_min(1e-300)
+    gain[d_c <= 0] = -1.0
+    best = int(torch.argmax(gain))
+    return int(cand[best]), cols[:, best]
+
+
+def _residual_column(kernel: Kernel, X: torch.Tensor, Gj: torch.Tensor, p: int, budget: int) -> torch.Tensor:
+    """Column ``p`` of the residual ``K - Gj Gj^T``."""
+    col = _column(kernel, X, torch.tensor([p], device=X.device), budget)[:, 0]
+    return col - Gj @ Gj[p] if Gj.shape[1] else col
+
+
+def _take_pivot(G: torch.Tensor, j: int, col: torch.Tensor, dp: float, p: int, diag: torch.Tensor,
+                taken: torch.Tensor) -> None:
+    """Write column ``j`` of the factor from pivot ``p``'s residual column and update the residual diagonal."""
+    g = col / math.sqrt(dp)
+    g[taken] = 0.0  # exact zeros on earlier pivots (rounding would leave ~eps there)
+    G[:, j] = g
+    diag.sub_(g.to(torch.float64) ** 2).clamp_min_(0.0)
+    diag[p] = 0.0
+    taken[p] = True
 
 
 def pivoted_cholesky(kernel: Kernel, X: torch.Tensor, max_rank: int, *, tol: float = 0.0, rule: str = "diag",
@@ -71,24 +131,13 @@ def pivoted_cholesky(kernel: Kernel, X: torch.Tensor, max_rank: int, *, tol: flo
     initial trace (or when the residual is exactly zero). The factor ``G`` is computed in
     ``X``'s dtype; the residual diagonal is tracked in float64.
     """
-    if rule not in _RULES:
-        raise ValueError(f"{owner}: pivot rule must be one of {_RULES}; got {rule!r}.")
+    check_param(owner, "rule", rule, [Options(*_RULES)])
     n = X.shape[0]
     r_max = min(int(max_rank), n)
     budget = default_memory_budget(X.device, memory_budget)
-    need = n * r_max * X.element_size()
-    if need > budget:
-        raise MemoryBudgetError(
-            f"{owner}: the n x rank factor ({n} x {r_max}) needs {format_bytes(need)}, more than the memory "
-            f"budget of {format_bytes(budget)}; lower the rank, or use Nystroem (which keeps only the "
-            "landmarks) for this many samples."
-        )
+    need = _check_factor_fits(n, r_max, X.element_size(), budget, owner)
     G = torch.zeros(n, r_max, dtype=X.dtype, device=X.device)
-    diag = kernel.diag(X).to(torch.float64)
-    if bool((diag < -1e-8 * diag.abs().max().clamp_min(1.0)).any()):
-        raise ValueError(f"{owner}: the kernel has negative diagonal entries k(x, x) < 0; it is not positive "
-                         "semi-definite, so a Cholesky factorisation does not exist.")
-    diag.clamp_min_(0.0)
+    diag = _initial_diagonal(kernel, X, owner)
     trace0 = float(diag.sum())
     pivots: list[int] = []
     traces: list[float] = []
@@ -97,36 +146,15 @@ def pivoted_cholesky(kernel: Kernel, X: torch.Tensor, max_rank: int, *, tol: flo
     col_budget = max(budget - need, 1 << 20)
     for j in range(r_max):
         if rule == "diag":
-            p = int(torch.argmax(diag))
-            col = None
+            p, col = int(torch.argmax(diag)), None
         else:
-            free = (~taken).nonzero().flatten()
-            c = min(int(n_candidates), free.numel())
-            pick = torch.randperm(free.numel(), generator=gen_cpu)[:c].to(free.device) if gen_cpu is not None \
-                else torch.randperm(free.numel(), device=free.device, generator=generator)[:c]
-            cand = free[pick]
-            cols = _column(kernel, X, cand, col_budget)
-            if j:
-                cols.sub_(G[:, :j] @ G[cand, :j].T)
-            d_c = diag[cand]
-            gain = (cols.to(torch.float64) ** 2).sum(dim=0) / d_c.clamp_min(1e-300)
-            gain[d_c <= 0] = -1.0
-            best = int(torch.argmax(gain))
-            p = int(cand[best])
-            col = cols[:, best]
+            p, col = _greedy_pivot(kernel, X, G[:, :j], diag, taken, n_candidates, generator, gen_cpu, col_budget)
         dp = float(diag[p])
         if dp <= max(tol * trace0, 0.0) or dp <= 1e-14 * max(trace0 / max(n, 1), 1e-300):
             break
         if col is None:
-            col = _column(kernel, X, torch.tensor([p], device=X.device), col_budget)[:, 0]
-            if j:
-                col = col - G[:, :j] @ G[p, :j]
-        g = col / math.sqrt(dp)
-        g[taken] = 0.0  # exact zeros on earlier pivots (rounding would leave ~eps there)
-        G[:, j] = g
-        diag.sub_(g.to(torch.float64) ** 2).clamp_min_(0.0)
-        diag[p] = 0.0
-        taken[p] = True
+            col = _residual_column(kernel, X, G[:, :j], p, col_budget)
+        _take_pivot(G, j, col, dp, p, diag, taken)
         pivots.append(p)
         traces.append(float(diag.sum()))
         if traces[-1] <= tol * trace0:
@@ -168,6 +196,16 @@ class IncompleteCholesky(TransformerMixin, BaseEstimator):
         ``tr(K - G G^T)`` after each pivot; ``initial_trace_`` is ``tr(K)``.
     """
 
+    _parameter_constraints: dict = {
+        **KERNEL_CONSTRAINTS,
+        **COMPUTE_CONSTRAINTS,
+        "n_components": N_COMPONENTS,
+        "tol": [Interval(Real, 0, 1, closed="left")],
+        "rule": [Options(*_RULES)],
+        "n_candidates": [Interval(Integral, 1, None, closed="left")],
+        "random_state": ["random_state"],
+    }
+
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.input_tags.sparse = True  # densified block by block
@@ -190,26 +228,12 @@ class IncompleteCholesky(TransformerMixin, BaseEstimator):
         self.dtype = dtype
         self.memory_budget = memory_budget
 
-    def _check_params(self, n: int):
-        owner = type(self).__name__
-        m = self.n_components
-        if not isinstance(m, numbers.Integral) or isinstance(m, bool) or m < 1:
-            raise ValueError(f"The 'n_components' parameter of {owner} must be an int >= 1. Got {describe(m)} instead.")
-        if m > n:
-            raise ValueError(f"The 'n_components' parameter of {owner} ({m}) must be <= n_samples ({n}): the "
-                             "rank of an n x n kernel matrix is at most n.")
-        if not isinstance(self.tol, numbers.Real) or isinstance(self.tol, bool) or not 0 <= self.tol < 1:
-            raise ValueError(f"The 'tol' parameter of {owner} must be a float in [0, 1). Got {describe(self.tol)} instead.")
-        if self.rule not in _RULES:
-            raise ValueError(f"The 'rule' parameter of {owner} must be one of {_RULES}. Got {self.rule!r} instead.")
-        c = self.n_candidates
-        if not isinstance(c, numbers.Integral) or isinstance(c, bool) or c < 1:
-            raise ValueError(f"The 'n_candidates' parameter of {owner} must be an int >= 1. Got {describe(c)} instead.")
-
     def _fit(self, X):
         owner = type(self).__name__
+        check_params(self)
         Xv = check_array_like(self, X, reset=True, accept_sparse=True)
-        self._check_params(Xv.shape[0])
+        # the rank of an n x n kernel matrix is at most n
+        check_at_most(owner, "n_components", self.n_components, Xv.shape[0], "n_samples")
         kernel = resolve_kernel(self.kernel, gamma=self.gamma, degree=self.degree, coef0=self.coef0,
                                 kernel_params=self.kernel_params, owner=owner)
         if kernel.is_precomputed:
@@ -252,11 +276,14 @@ class IncompleteCholesky(TransformerMixin, BaseEstimator):
 
 
 def _cross(kernel: Kernel, X: torch.Tensor, Z: torch.Tensor, budget: int) -> torch.Tensor:
-    """``K(X, Z)`` (n x m; the caller keeps it) computed in row blocks whose scratch fits ``budget``."""
+    """``K(X, Z)`` (n x m; the caller keeps it) computed in row blocks whose scratch fits ``budget``
+    less the output (at least 4 MiB)."""
     n, m = X.shape[0], Z.shape[0]
     out = torch.empty(n, m, dtype=X.dtype, device=X.device)
-    per_row = max(m, 1) * X.element_size() * (1.0 + kernel.scratch(X.shape[1]))
-    br = max(1, min(n, int(max(budget - n * m * X.element_size(), 1 << 22) // per_row)))
-    for i in range(0, n, br):
-        out[i:i + br] = kernel(X[i:i + br], Z)
+    scratch_budget = max(budget - n * m * X.element_size(), 1 << 22)
+    # a row holds its m kernel entries and the kernel's working copies of them
+    rows = plan_rows(n, max(m, 1) * X.element_size() * (1.0 + kernel.scratch(X.shape[1])), budget=scratch_budget,
+                     max_bytes=None, what="a block of kernel rows")
+    for rs in row_blocks(n, rows, desc="kernel to landmarks"):
+        out[rs] = kernel(X[rs], Z)
     return out

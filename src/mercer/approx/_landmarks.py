@@ -26,25 +26,42 @@ import numpy as np
 import torch
 
 from .. import _random as _rnd
-from .._backend import row_sq_norms
-from .._validation import describe, is_torch
+from .._backend import num_threads
+from .._validation import Options, check_at_most, check_param, describe, is_torch
 from ..kernels import Kernel
-from ..linalg import default_memory_budget
+from ..kmeans import d2_sampling, kmeans
+from ..linalg import DENSE_SERIAL_MAX_N, default_memory_budget, jittered_cholesky, plan_rows, row_blocks
 from ._cholesky import pivoted_cholesky
 
-__all__ = ["LANDMARK_RULES", "select_landmarks"]
+__all__ = ["LANDMARKS_CONSTRAINTS", "LANDMARK_RULES", "select_landmarks"]
 
 log = logging.getLogger(__name__)
 
 LANDMARK_RULES = ("uniform", "kmeans++", "kmeans", "leverage", "greedy")
 
 
+class _LandmarkArray:
+    """Constraint (for :func:`mercer._validation.check_param`): landmarks given as an array, i.e.
+    anything with a length or a shape but a string; its shape is checked by :func:`check_landmarks_param`."""
+
+    def accepts(self, v) -> bool:
+        return not isinstance(v, str) and (hasattr(v, "__len__") or hasattr(v, "shape"))
+
+    def __str__(self) -> str:
+        return "an array-like of shape (n_landmarks, n_features)"
+
+
+#: Allowed values of a ``landmarks`` (or ``centers``) parameter: a rule, or the landmarks themselves.
+LANDMARKS_CONSTRAINTS = [Options(*LANDMARK_RULES), _LandmarkArray()]
+
+
 def check_landmarks_param(landmarks, n_features: int | None, owner: str, name: str = "landmarks"):
-    """Validate a landmark rule or array; returns the rule string or a float64 numpy array."""
+    """Validate a landmark rule or array; returns the rule string or a float64 numpy array.
+
+    ``n_features`` (``None``: not checked) is the number of features of X, which the landmarks must have.
+    """
+    check_param(owner, name, landmarks, LANDMARKS_CONSTRAINTS)
     if isinstance(landmarks, str):
-        if landmarks not in LANDMARK_RULES:
-            raise ValueError(f"The {name!r} parameter of {owner} must be one of {LANDMARK_RULES} or an array of "
-                             f"shape (n_landmarks, n_features). Got {landmarks!r} instead.")
         return landmarks
     if is_torch(landmarks):
         arr = landmarks.detach().cpu().numpy()
@@ -52,40 +69,18 @@ def check_landmarks_param(landmarks, n_features: int | None, owner: str, name: s
         try:
             arr = np.asarray(landmarks, dtype=np.float64)
         except (TypeError, ValueError) as exc:
-            raise ValueError(f"The {name!r} parameter of {owner} must be one of {LANDMARK_RULES} or an array of "
-                             f"shape (n_landmarks, n_features). Got {describe(landmarks)} instead.") from exc
+            raise ValueError(f"The {name!r} parameter of {owner} must be an array of numbers of shape (n_landmarks, "
+                             f"n_features). Got {describe(landmarks)} instead.") from exc
     if arr.ndim != 2 or arr.shape[0] < 1:
-        raise ValueError(f"The {name!r} array of {owner} must have shape (n_landmarks, n_features); got shape "
-                         f"{arr.shape}.")
+        raise ValueError(f"The {name!r} parameter of {owner} must be an array of shape (n_landmarks, n_features) "
+                         f"with n_landmarks >= 1. Got an array of shape {arr.shape} instead.")
     if n_features is not None and arr.shape[1] != n_features:
-        raise ValueError(f"The {name!r} array of {owner} has {arr.shape[1]} features, but X has {n_features} "
-                         "features.")
+        raise ValueError(f"The {name!r} parameter of {owner} must have as many columns as X has features "
+                         f"({n_features}). Got {arr.shape[1]} columns instead.")
     if not np.isfinite(arr).all():
-        raise ValueError(f"The {name!r} array of {owner} contains NaN or infinity.")
+        raise ValueError(f"The {name!r} parameter of {owner} must be finite. Got an array containing NaN or "
+                         "infinity instead.")
     return arr
-
-
-def _kmeanspp(X: torch.Tensor, M: int, generator: torch.Generator) -> torch.Tensor:
-    """Indices of M points by D² sampling (input space)."""
-    n = X.shape[0]
-    idx = torch.empty(M, dtype=torch.long, device=X.device)
-    first = int(_rnd.randint(generator, n, (1,)))
-    idx[0] = first
-    sq = row_sq_norms(X)
-    d2 = (sq - 2.0 * (X @ X[first]) + sq[first]).clamp_min_(0.0)
-    for j in range(1, M):
-        total = float(d2.sum())
-        if total <= 0.0:  # fewer distinct points than M: fill with unused points at random
-            free = torch.ones(n, dtype=torch.bool, device=X.device)
-            free[idx[:j]] = False
-            rest = free.nonzero().flatten()
-            perm = _rnd.randperm(generator, rest.numel(), device=X.device)[: M - j]
-            idx[j:] = rest[perm]
-            break
-        p = int(_rnd.categorical(generator, d2))
-        idx[j] = p
-        torch.minimum(d2, (sq - 2.0 * (X @ X[p]) + sq[p]).clamp_min_(0.0), out=d2)
-    return idx
 
 
 def _leverage_scores(kernel: Kernel, X: torch.Tensor, M: int, reg: float | None, generator: torch.Generator,
@@ -104,11 +99,12 @@ def _leverage_scores(kernel: Kernel, X: torch.Tensor, M: int, reg: float | None,
     keep = evals > evals.max().clamp_min(0) * s * torch.finfo(torch.float64).eps
     N = U[:, keep] / evals[keep].sqrt()[None, :]  # Phi = K_ns N, Phi Phi^T = K_ns K_ss^+ K_sn
     r = int(keep.sum())
-    per_row = s * X.element_size() * (2 + kernel.scratch(X.shape[1])) + 8 * r
-    br = max(1, min(n, int(budget // per_row)))
+    # a row holds its s kernel entries (twice, and the kernel's scratch) and its r pilot features
+    rows = plan_rows(n, s * X.element_size() * (2 + kernel.scratch(X.shape[1])) + 8 * r, budget=budget,
+                     max_bytes=None, what="a block of pilot features")
     C = torch.zeros(r, r, dtype=torch.float64, device=X.device)
-    for i in range(0, n, br):
-        Phi = kernel(X[i:i + br], Z).to(torch.float64) @ N
+    for rs in row_blocks(n, rows, desc="leverage scores: pilot covariance"):
+        Phi = kernel(X[rs], Z).to(torch.float64) @ N
         C.addmm_(Phi.T, Phi)
     sig, V = torch.linalg.eigh(C)
     sig = sig.clamp_min(0.0)
@@ -127,10 +123,10 @@ def _leverage_scores(kernel: Kernel, X: torch.Tensor, M: int, reg: float | None,
     # span, (k_ii - ||phi_i||^2) / reg, which the pilot alone would miss.
     kd = kernel.diag(X).to(torch.float64)
     tau = torch.empty(n, dtype=torch.float64, device=X.device)
-    for i in range(0, n, br):
-        Phi = kernel(X[i:i + br], Z).to(torch.float64) @ N
+    for rs in row_blocks(n, rows, desc="leverage scores"):
+        Phi = kernel(X[rs], Z).to(torch.float64) @ N
         P = Phi @ W
-        tau[i:i + br] = (P * P).sum(dim=1) + (kd[i:i + br] - (Phi * Phi).sum(dim=1)).clamp_min(0.0) / reg
+        tau[rs] = (P * P).sum(dim=1) + (kd[rs] - (Phi * Phi).sum(dim=1)).clamp_min(0.0) / reg
     return tau.clamp_min_(1e-300)
 
 
@@ -142,25 +138,15 @@ def select_landmarks(X: torch.Tensor, M: int, rule, *, kernel: Kernel, generator
     if not isinstance(rule, str):
         Z = torch.tensor(np.asarray(rule), dtype=X.dtype, device=X.device)
         return Z, None
-    if M > n:
-        raise ValueError(f"{owner}: n_components={M} landmarks requested but X has only {n} samples; choose "
-                         f"n_components <= {n}.")
+    check_at_most(owner, "n_components", M, n, "n_samples")  # landmarks are chosen among the samples
     budget = default_memory_budget(X.device, memory_budget)
     if rule == "uniform":
         idx = _rnd.randperm(generator, n, device=X.device)[:M]
     elif rule == "kmeans++":
-        idx = _kmeanspp(X, M, generator)
-    elif rule == "kmeans":
-        from ..models.cluster import KMeans  # the input-space Lloyd solver
-
-        seeds = X[_kmeanspp(X, M, generator)]
-        km = KMeans(n_clusters=M, init=seeds, n_init=1, max_iter=10, memory_budget=memory_budget,
-                    device=X.device, dtype="float64" if X.dtype == torch.float64 else "float32")
-        km.fit(X)
-        centres = km.cluster_centers_
-        Z = centres.to(device=X.device, dtype=X.dtype) if is_torch(centres) else \
-            torch.as_tensor(centres, dtype=X.dtype, device=X.device)
-        return Z, None
+        idx = d2_sampling(X, M, generator)
+    elif rule == "kmeans":  # a few Lloyd iterations from D² seeds
+        seeds = X[d2_sampling(X, M, generator)]
+        return kmeans(X, M, init=seeds, max_iter=10, memory_budget=budget, owner=owner).centers, None
     elif rule == "leverage":
         tau = _leverage_scores(kernel, X, M, reg, generator, budget)
         idx = _rnd.sample_without_replacement(generator, tau, M)
@@ -187,18 +173,14 @@ def nystroem_normalization(kernel: Kernel, Z: torch.Tensor, method: str = "eig",
     ``"cholesky"``: ``N = L^{-T}`` with ``L L^T = K_ZZ + jitter I`` (jitter added only if needed).
     Computed in float64 whatever the data's dtype.
     """
-    from ..linalg import jittered_cholesky
-    from .._backend import num_threads as _num_threads
-    from ..linalg._eig import DENSE_SERIAL_MAX_N
-
     K = kernel(Z.to(torch.float64))
     M = K.shape[0]
     # small dense factorisations on one thread: on a shared CPU a second thread costs more than it gives
-    with _num_threads(1 if K.device.type == "cpu" and M <= DENSE_SERIAL_MAX_N else None):
-        return _normalization(K, M, method, owner, jittered_cholesky)
+    with num_threads(1 if K.device.type == "cpu" and M <= DENSE_SERIAL_MAX_N else None):
+        return _normalization(K, M, method, owner)
 
 
-def _normalization(K, M, method, owner, jittered_cholesky):
+def _normalization(K, M, method, owner):
     if method == "eig":
         evals, U = torch.linalg.eigh(K)
         floor = evals.max().clamp_min(0.0) * M * torch.finfo(torch.float64).eps

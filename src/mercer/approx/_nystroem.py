@@ -7,7 +7,7 @@ With landmarks ``Z`` (M x d), the Nyström approximation of the kernel is
 
 from __future__ import annotations
 
-import numbers
+from numbers import Real
 
 import numpy as np
 import torch
@@ -15,11 +15,12 @@ from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
 from .._backend import as_output, make_generator, resolve_device, resolve_dtype, to_tensor
-from .._validation import check_array_like, describe
+from .._validation import Interval, Options, check_array_like, check_at_most, check_params
 from ..kernels import resolve_kernel
 from ..linalg import default_memory_budget, format_bytes, MemoryBudgetError
 from ._cholesky import _cross
-from ._landmarks import check_landmarks_param, nystroem_normalization, select_landmarks
+from ._constraints import COMPUTE_CONSTRAINTS, KERNEL_CONSTRAINTS, N_COMPONENTS
+from ._landmarks import LANDMARKS_CONSTRAINTS, check_landmarks_param, nystroem_normalization, select_landmarks
 
 __all__ = ["LandmarkFeatures", "Nystroem"]
 
@@ -27,29 +28,30 @@ _METHODS = ("eig", "cholesky")
 
 
 class _LandmarkBase(TransformerMixin, BaseEstimator):
+    _parameter_constraints: dict = {
+        **KERNEL_CONSTRAINTS,
+        **COMPUTE_CONSTRAINTS,
+        "n_components": N_COMPONENTS,
+        "landmarks": LANDMARKS_CONSTRAINTS,
+        "random_state": ["random_state"],
+    }
+
+    def _after_load(self) -> None:
+        """After :func:`mercer.io.load`: the memory budget, for the device the landmarks are on."""
+        self._budget = default_memory_budget(self.landmarks_.device, self.memory_budget)
+
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.input_tags.sparse = True  # densified block by block
         return tags
 
-    def _check_common(self):
-        owner = type(self).__name__
-        m = self.n_components
-        if not isinstance(m, numbers.Integral) or isinstance(m, bool) or m < 1:
-            raise ValueError(f"The 'n_components' parameter of {owner} must be an int >= 1. Got {describe(m)} instead.")
-
     def _fit_landmarks(self, X):
         owner = type(self).__name__
-        self._check_common()
-        landmarks = check_landmarks_param(self.landmarks, None, owner)
+        check_params(self)
         Xv = check_array_like(self, X, reset=True, accept_sparse=True)
-        if not isinstance(landmarks, str) and landmarks.shape[1] != Xv.shape[1]:
-            raise ValueError(f"The 'landmarks' array of {owner} has {landmarks.shape[1]} features, but X has "
-                             f"{Xv.shape[1]} features.")
-        if isinstance(landmarks, str) and self.n_components > Xv.shape[0]:
-            raise ValueError(f"The 'n_components' parameter of {owner} ({self.n_components}) must be <= n_samples "
-                             f"({Xv.shape[0]}): landmarks are chosen among the training points. Lower n_components "
-                             "or pass the landmarks as an array.")
+        landmarks = check_landmarks_param(self.landmarks, Xv.shape[1], owner)
+        if isinstance(landmarks, str):  # landmarks are chosen among the training points
+            check_at_most(owner, "n_components", self.n_components, Xv.shape[0], "n_samples")
         kernel = resolve_kernel(self.kernel, gamma=self.gamma, degree=self.degree, coef0=self.coef0,
                                 kernel_params=self.kernel_params, owner=owner)
         if kernel.is_precomputed:
@@ -111,6 +113,12 @@ class Nystroem(_LandmarkBase):
     kernel_ : Kernel
     """
 
+    _parameter_constraints: dict = {
+        **_LandmarkBase._parameter_constraints,
+        "method": [Options(*_METHODS)],
+        "reg": [Interval(Real, 0, None, closed="neither"), None],
+    }
+
     def __init__(self, kernel="rbf", n_components=100, *, landmarks="uniform", method="eig", reg=None, gamma=None,
                  degree=None, coef0=None, kernel_params=None, random_state=None, device=None, dtype=None,
                  memory_budget=None):
@@ -129,14 +137,8 @@ class Nystroem(_LandmarkBase):
         self.memory_budget = memory_budget
 
     def fit(self, X, y=None):
-        owner = type(self).__name__
-        if self.method not in _METHODS:
-            raise ValueError(f"The 'method' parameter of {owner} must be one of {_METHODS}. Got {self.method!r} instead.")
-        if self.reg is not None and (not isinstance(self.reg, numbers.Real) or isinstance(self.reg, bool)
-                                     or not self.reg > 0):
-            raise ValueError(f"The 'reg' parameter of {owner} must be a float > 0 or None. Got {describe(self.reg)} instead.")
-        self._fit_landmarks(X)
-        N, rank = nystroem_normalization(self.kernel_, self.landmarks_, self.method, owner=owner)
+        self._fit_landmarks(X)  # checks the parameters first
+        N, rank = nystroem_normalization(self.kernel_, self.landmarks_, self.method, owner=type(self).__name__)
         self.normalization_ = N.to(self.landmarks_.dtype)
         self.rank_ = rank
         self.n_features_out_ = self.landmarks_.shape[0]

@@ -16,16 +16,16 @@ from __future__ import annotations
 
 import itertools
 import math
-import numbers
 
 import numpy as np
 import torch
-from sklearn.base import BaseEstimator, TransformerMixin, _fit_context  # noqa: F401
+from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
 from .._backend import as_output, resolve_device, resolve_dtype, to_tensor
-from .._validation import check_array_like
+from .._validation import check_array_like, check_params
 from ..kernels import Constant, Kernel, Linear, Polynomial, Scaled, Sum
+from ._constraints import COMPUTE_CONSTRAINTS, POLYNOMIAL_CONSTRAINTS
 
 __all__ = ["PolynomialFeatureMap", "explicit_feature_map", "polynomial_feature_dim"]
 
@@ -130,6 +130,16 @@ class PolynomialFeatureMap(TransformerMixin, BaseEstimator):
         Exponent of each input in each output coordinate.
     """
 
+    _parameter_constraints: dict = {
+        **POLYNOMIAL_CONSTRAINTS,
+        "device": COMPUTE_CONSTRAINTS["device"],
+        "dtype": COMPUTE_CONSTRAINTS["dtype"],
+    }
+
+    def _after_load(self) -> None:
+        """After :func:`mercer.io.load`: the feature map, a pure function of the parameters."""
+        self._map = _PolyMap(self.n_features_in_, int(self.degree), float(self.gamma), float(self.coef0))
+
     def __init__(self, degree=2, coef0=1.0, gamma=1.0, *, device=None, dtype=None):
         self.degree = degree
         self.coef0 = coef0
@@ -137,14 +147,8 @@ class PolynomialFeatureMap(TransformerMixin, BaseEstimator):
         self.device = device
         self.dtype = dtype
 
-    def _check_params(self):
-        owner = type(self).__name__
-        if not isinstance(self.degree, numbers.Integral) or isinstance(self.degree, bool) or self.degree < 1:
-            raise ValueError(f"The 'degree' parameter of {owner} must be an int >= 1. Got {self.degree!r} instead.")
-        Polynomial(degree=int(self.degree), gamma=self.gamma, coef0=self.coef0)  # same checks as the kernel
-
     def fit(self, X, y=None):
-        self._check_params()
+        check_params(self)
         X = check_array_like(self, X, reset=True)
         d = X.shape[1]
         self._map = _PolyMap(d, int(self.degree), float(self.gamma), float(self.coef0))

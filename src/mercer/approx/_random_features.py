@@ -20,7 +20,6 @@ convolution (frequencies add).
 from __future__ import annotations
 
 import math
-import numbers
 
 import numpy as np
 import torch
@@ -28,8 +27,10 @@ from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
 from .._backend import as_output, make_generator, resolve_device, resolve_dtype, to_tensor
-from .._validation import check_array_like, describe
+from .._validation import Options, check_array_like, check_params
 from ..kernels import Constant, Kernel, Matern, Product, RBF, Scaled, Sum, resolve_kernel
+from ..linalg import row_blocks
+from ._constraints import COMPUTE_CONSTRAINTS, KERNEL_CONSTRAINTS, N_COMPONENTS
 
 __all__ = ["RandomFourierFeatures", "spectral_sample"]
 
@@ -135,12 +136,12 @@ def _orthogonalise(W: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
     d, m = W.shape
     norms = torch.linalg.vector_norm(W, dim=0)
     out = torch.empty_like(W)
-    for start in range(0, m, d):
-        stop = min(start + d, m)
+    # blocks of d frequencies, one d x d orthogonal matrix each (the block size is the maths', not memory's)
+    for cols in row_blocks(m, d, desc="orthogonal frequencies"):
         G = torch.randn(d, d, generator=generator, dtype=W.dtype, device=generator.device).to(W.device)
         Q, R = torch.linalg.qr(G)
         Q = Q * torch.sign(torch.diagonal(R))[None, :]  # Haar-distributed
-        out[:, start:stop] = Q[:, : stop - start]
+        out[:, cols] = Q[:, : cols.stop - cols.start]
     return out * norms[None, :]
 
 
@@ -174,6 +175,18 @@ class RandomFourierFeatures(TransformerMixin, BaseEstimator):
     kernel_ : Kernel
     """
 
+    _parameter_constraints: dict = {
+        "kernel": KERNEL_CONSTRAINTS["kernel"],
+        "gamma": KERNEL_CONSTRAINTS["gamma"],
+        "kernel_params": KERNEL_CONSTRAINTS["kernel_params"],
+        "device": COMPUTE_CONSTRAINTS["device"],
+        "dtype": COMPUTE_CONSTRAINTS["dtype"],
+        "n_components": N_COMPONENTS,
+        "variant": [Options(*_VARIANTS)],
+        "orthogonal": ["boolean"],
+        "random_state": ["random_state"],
+    }
+
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.input_tags.sparse = True  # densified block by block
@@ -191,22 +204,9 @@ class RandomFourierFeatures(TransformerMixin, BaseEstimator):
         self.device = device
         self.dtype = dtype
 
-    def _check_params(self):
-        owner = type(self).__name__
-        m = self.n_components
-        if not isinstance(m, numbers.Integral) or isinstance(m, bool) or m < 1:
-            raise ValueError(f"The 'n_components' parameter of {owner} must be an int >= 1. "
-                             f"Got {describe(m)} instead.")
-        if self.variant not in _VARIANTS:
-            raise ValueError(f"The 'variant' parameter of {owner} must be one of {_VARIANTS}. "
-                             f"Got {self.variant!r} instead.")
-        if not isinstance(self.orthogonal, (bool, np.bool_)):
-            raise ValueError(f"The 'orthogonal' parameter of {owner} must be a bool. "
-                             f"Got {describe(self.orthogonal)} instead.")
-
     def fit(self, X, y=None):
         """Draw the frequencies for ``X``'s number of features (only ``X.shape[1]`` is used)."""
-        self._check_params()
+        check_params(self)
         owner = type(self).__name__
         Xv = check_array_like(self, X, reset=True, accept_sparse=True)
         kernel = resolve_kernel(self.kernel, gamma=self.gamma, kernel_params=self.kernel_params, owner=owner)

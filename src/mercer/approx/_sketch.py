@@ -29,18 +29,18 @@ The variance of both falls like ``1 / m``: the mean error :math:`|k_m - k|` like
 from __future__ import annotations
 
 import math
-import numbers
+from numbers import Real
 
 import numpy as np
 import torch
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
-from .._backend import as_output, make_generator, resolve_device, resolve_dtype, to_tensor
-from .._validation import check_array_like, describe
+from .._backend import as_output, make_generator, num_threads, resolve_device, resolve_dtype, to_tensor
+from .._validation import Interval, check_array_like, check_params
 from ..kernels import Linear, Polynomial
-from ..linalg import default_memory_budget
-from .._backend import num_threads as _num_threads
+from ..linalg import default_memory_budget, plan_rows, row_blocks
+from ._constraints import COMPUTE_CONSTRAINTS, KERNEL_CONSTRAINTS, N_COMPONENTS, POLYNOMIAL_CONSTRAINTS
 
 #: Below this many output entries (rows x n_components) a transform runs on one thread: on a CPU
 #: shared with other processes a small multi-threaded op waits scheduler slices for its second
@@ -56,9 +56,7 @@ def _polynomial_params(est, n_features: int) -> tuple[int, float, float]:
     owner = type(est).__name__
     kernel = est.kernel
     if kernel is None:
-        if not isinstance(est.degree, numbers.Integral) or isinstance(est.degree, bool) or est.degree < 1:
-            raise ValueError(f"The 'degree' parameter of {owner} must be an int >= 1. Got {est.degree!r} instead.")
-        kernel = Polynomial(degree=int(est.degree), gamma=est.gamma, coef0=est.coef0)  # same checks as the kernel
+        kernel = Polynomial(degree=int(est.degree), gamma=est.gamma, coef0=est.coef0)
     if isinstance(kernel, Polynomial):  # Quadratic included
         gamma = 1.0 / n_features if kernel.gamma is None else float(kernel.gamma)
         return kernel.degree, gamma, float(kernel.coef0)
@@ -70,16 +68,19 @@ def _polynomial_params(est, n_features: int) -> tuple[int, float, float]:
     )
 
 
-def _check_n_components(est) -> int:
-    m = est.n_components
-    if not isinstance(m, numbers.Integral) or isinstance(m, bool) or m < 1:
-        raise ValueError(f"The 'n_components' parameter of {type(est).__name__} must be an int >= 1. "
-                         f"Got {describe(m)} instead.")
-    return int(m)
-
-
 class _PolySketchBase(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
     """Shared plumbing: parameters, device/dtype, row-blocked transform."""
+
+    _parameter_constraints: dict = {
+        **POLYNOMIAL_CONSTRAINTS,
+        "gamma": [*POLYNOMIAL_CONSTRAINTS["gamma"], None],  # None: 1 / n_features
+        "n_components": N_COMPONENTS,
+        "kernel": [None, KERNEL_CONSTRAINTS["kernel"][1]],  # which kernels: checked by _polynomial_params
+        "random_state": ["random_state"],
+        "device": COMPUTE_CONSTRAINTS["device"],
+        "dtype": COMPUTE_CONSTRAINTS["dtype"],
+    }
+    _saved_private = ("_device", "_dtype", "_n_features_out")  # private state that mercer.io saves
 
     def _setup(self, X):
         self._device = resolve_device(self.device if self.device is not None or not isinstance(X, torch.Tensor) else X.device)
@@ -87,7 +88,8 @@ class _PolySketchBase(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
 
     def fit(self, X, y=None):
         """Draw the random maps for inputs of ``X.shape[1]`` features (the values of ``X`` are not used)."""
-        m = _check_n_components(self)
+        check_params(self)
+        m = int(self.n_components)
         X = check_array_like(self, X, reset=True, accept_sparse=True)
         degree, gamma, coef0 = _polynomial_params(self, X.shape[1])
         self._setup(X)
@@ -103,13 +105,13 @@ class _PolySketchBase(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         Xv = check_array_like(self, X, reset=False, accept_sparse=True)
         Xt = to_tensor(Xv, dtype=self._dtype, device=self._device)
         n = Xt.shape[0]
-        per_row = self._bytes_per_row(Xt.element_size())
-        rows = max(1, int(default_memory_budget(self._device) // max(per_row, 1)))
+        rows = plan_rows(n, self._bytes_per_row(Xt.element_size()), budget=default_memory_budget(self._device),
+                         max_bytes=None, what="a block of sketched rows")
         out = torch.empty(n, self._n_features_out, dtype=self._dtype, device=self._device)
         small = self._device.type == "cpu" and n * self._n_features_out <= SERIAL_MAX
-        with _num_threads(1 if small else None):
-            for i in range(0, n, rows):
-                out[i:i + rows] = self._features(Xt[i:i + rows])
+        with num_threads(1 if small else None):
+            for rs in row_blocks(n, rows, desc=type(self).__name__):
+                out[rs] = self._features(Xt[rs])
         return as_output(out, X)
 
     def __sklearn_tags__(self):
@@ -136,7 +138,7 @@ class TensorSketch(_PolySketchBase):
         Dimension ``m`` of the sketch.
     kernel : mercer Polynomial, Quadratic or Linear kernel, optional
         When given, its ``degree``, ``gamma`` and ``coef0`` are used and the three parameters above
-        are ignored (``Linear`` is degree 1, gamma 1, coef0 0).
+        are ignored, though still checked (``Linear`` is degree 1, gamma 1, coef0 0).
     random_state : int, RandomState or None
     device, dtype : optional
         Where and in which precision to compute (numpy in -> numpy out; torch in -> torch out).
@@ -181,13 +183,13 @@ class TensorSketch(_PolySketchBase):
         (so the rounding) changes from run to run; the product is deterministic."""
         m, D = self._n_features_out, A.shape[1]
         idx, sgn = self.index_hash_[j], self.bit_hash_[j].to(A.dtype)
-        step = max(1, slab_bytes // (m * A.element_size()))
+        # a slab holds m entries per input feature (raises when one feature's row exceeds slab_bytes)
+        step = plan_rows(D, m * A.element_size(), budget=slab_bytes, max_bytes=None, what="a slab of the hashing matrix")
         C = None
-        for s in range(0, D, step):
-            e = min(D, s + step)
-            H = torch.zeros(e - s, m, dtype=A.dtype, device=A.device)
-            H[torch.arange(e - s, device=A.device), idx[s:e]] = sgn[s:e]
-            part = A[:, s:e] @ H
+        for f in row_blocks(D, step, desc="count sketch slabs"):
+            H = torch.zeros(f.stop - f.start, m, dtype=A.dtype, device=A.device)
+            H[torch.arange(f.stop - f.start, device=A.device), idx[f]] = sgn[f]
+            part = A[:, f] @ H
             C = part if C is None else C.add_(part)
         return C
 
@@ -227,6 +229,13 @@ class RandomMaclaurin(_PolySketchBase):
     degree_probabilities_ : ndarray of shape (degree_ + 1,), :math:`P(N = n)`.
     """
 
+    _parameter_constraints: dict = {
+        **_PolySketchBase._parameter_constraints,
+        "p_base": [Interval(Real, 1, math.inf, closed="neither")],
+    }
+
+    _saved_private = ("_counts", "_weights", "_rademacher")  # private state that mercer.io saves
+
     def __init__(self, degree=2, gamma=1.0, coef0=1.0, n_components=100, *, kernel=None, p_base=2.0,
                  random_state=None, device=None, dtype=None):
         self.degree = degree
@@ -241,9 +250,6 @@ class RandomMaclaurin(_PolySketchBase):
 
     def _draw(self, d: int, m: int, gen: torch.Generator) -> None:
         q = self.p_base
-        if not isinstance(q, numbers.Real) or isinstance(q, bool) or not (1.0 < float(q) < math.inf):
-            raise ValueError(f"The 'p_base' parameter of {type(self).__name__} must be a float in the range "
-                             f"(1, inf). Got {describe(q)} instead.")
         p, g, c = self.degree_, self.gamma_, self.coef0_
         coef = np.array([math.comb(p, n) * c ** (p - n) * g ** n for n in range(p + 1)])
         prob = np.where(coef > 0, float(q) ** -(np.arange(p + 1) + 1.0), 0.0)

@@ -8,11 +8,25 @@ cross-validation on the training split (not tuned on the test split, not tuned h
 
 from __future__ import annotations
 
+import sys
 import time
 
 import numpy as np
+import sklearn
+import torch
 from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.datasets import load_breast_cancer, load_digits
+from sklearn.decomposition import KernelPCA as SkKernelPCA
+from sklearn.kernel_ridge import KernelRidge as SkKernelRidge
+from sklearn.metrics.pairwise import rbf_kernel
+from sklearn.model_selection import train_test_split
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import LabelBinarizer, StandardScaler
+from sklearn.svm import SVC
 
+from .. import __version__
+from .._backend import resolve_device
+from ..models import KernelPCA, KernelRidgeClassifier
 from ._progress import Progress
 
 __all__ = ["run_demo"]
@@ -46,14 +60,11 @@ class _SklearnRidgeCodes(ClassifierMixin, BaseEstimator):
         self.gamma = gamma
 
     def fit(self, X, y):
-        from sklearn.kernel_ridge import KernelRidge
-        from sklearn.preprocessing import LabelBinarizer
-
         self.lb_ = LabelBinarizer(neg_label=-1, pos_label=1)
         Y = self.lb_.fit_transform(y).astype(np.float64)
         self.classes_ = self.lb_.classes_
         self.offset_ = Y.mean(axis=0)
-        self.model_ = KernelRidge(alpha=self.alpha, kernel="rbf", gamma=self.gamma).fit(X, Y - self.offset_)
+        self.model_ = SkKernelRidge(alpha=self.alpha, kernel="rbf", gamma=self.gamma).fit(X, Y - self.offset_)
         return self
 
     def decision_function(self, X):
@@ -66,13 +77,6 @@ class _SklearnRidgeCodes(ClassifierMixin, BaseEstimator):
 
 
 def _classification(out, name, X, y, params, *, scale: bool, device, dtype, progress):
-    from sklearn.model_selection import train_test_split
-    from sklearn.pipeline import make_pipeline
-    from sklearn.preprocessing import StandardScaler
-    from sklearn.svm import SVC
-
-    from ..models import KernelRidgeClassifier
-
     Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=0.25, stratify=y, random_state=SEED)
     alpha, gamma = params["alpha"], params["gamma"]
 
@@ -106,12 +110,6 @@ def _classification(out, name, X, y, params, *, scale: bool, device, dtype, prog
 
 
 def _kpca(out, X, params, *, device, dtype, progress):
-    from sklearn.decomposition import KernelPCA as SkKernelPCA
-    from sklearn.metrics.pairwise import rbf_kernel
-    from sklearn.model_selection import train_test_split
-
-    from ..models import KernelPCA
-
     Xtr, Xte = train_test_split(X, test_size=0.25, random_state=SEED)
     gamma, k = params["gamma"], params["n_components"]
     n = len(Xtr)
@@ -146,16 +144,6 @@ def _kpca(out, X, params, *, device, dtype, progress):
 
 def run_demo(*, quick: bool = False, device=None, dtype=None, out=None, progress: bool = True) -> int:
     """Print mercer and scikit-learn side by side on digits and breast cancer."""
-    import sys
-
-    import sklearn
-    import torch
-    from sklearn.datasets import load_breast_cancer, load_digits
-    from sklearn.model_selection import train_test_split
-
-    from .. import __version__
-    from .._backend import resolve_device
-
     out = out or sys.stdout
     dev = resolve_device(device)
     print(f"mercer {__version__} (torch {torch.__version__}, {dtype or 'float64'} on {dev}, "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import csv
 import logging
 import os
 import re
@@ -10,10 +11,16 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 from sklearn.base import is_classifier
+from sklearn.metrics import r2_score
 
 from .. import __version__
+from ..io import load, save
+from ..kernels import parse_kernel_spec
+from ..models import KernelPCA, KernelRidge, KernelRidgeClassifier, NystroemKernelRidge, NystroemKernelRidgeClassifier
 from ._data import CLIError, read_table
+from ._demo import run_demo
 from ._progress import Progress
 
 __all__ = ["build_parser", "main"]
@@ -164,10 +171,6 @@ def _size(path: Path) -> str:
 
 
 def _build_model(args):
-    from ..kernels import parse_kernel_spec
-    from ..models import (KernelPCA, KernelRidge, KernelRidgeClassifier, NystroemKernelRidge,
-                          NystroemKernelRidgeClassifier)
-
     try:
         kernel = parse_kernel_spec(args.kernel)
     except (ValueError, TypeError) as exc:
@@ -203,10 +206,6 @@ def _score_line(model, X, y) -> str:
 
 # -- commands -------------------------------------------------------------------------------------
 def _cmd_fit(args, out, progress: bool) -> int:
-    import numpy as np
-
-    from ..io import save
-
     if args.model != "kpca" and args.target is None:
         raise CLIError(f"--model {args.model} needs --target (the column to predict).")
     model = _build_model(args)
@@ -264,8 +263,6 @@ def _align_columns(model, table):
 
 
 def _write_csv(path: str, header: list[str], rows) -> None:
-    import csv
-
     fh = sys.stdout if path == "-" else open(path, "w", newline="")
     try:
         writer = csv.writer(fh, lineterminator="\n")
@@ -277,10 +274,6 @@ def _write_csv(path: str, header: list[str], rows) -> None:
 
 
 def _cmd_predict(args, out, progress: bool) -> int:
-    import numpy as np
-
-    from ..io import load
-
     model_path = Path(args.model)
     if not model_path.is_file():
         raise CLIError(f"model file not found: {model_path}")
@@ -308,8 +301,6 @@ def _cmd_predict(args, out, progress: bool) -> int:
         if is_classifier(model):
             print(f"accuracy against {table.target_name!r}: {float(np.mean(pred == y)):.4f}", file=info)
         else:
-            from sklearn.metrics import r2_score
-
             print(f"R^2 against {table.target_name!r}: {r2_score(y, pred):.4f}", file=info)
     _write_csv(args.out, header, rows)
     where = "standard output" if args.out == "-" else args.out
@@ -318,8 +309,6 @@ def _cmd_predict(args, out, progress: bool) -> int:
 
 
 def _cmd_demo(args, out, progress: bool) -> int:
-    from ._demo import run_demo
-
     return run_demo(quick=args.quick, device=args.device, dtype=args.dtype, out=out, progress=progress)
 
 

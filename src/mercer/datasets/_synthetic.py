@@ -3,24 +3,18 @@ separable by a circle but not by a line (feature maps and the kernel trick)."""
 
 from __future__ import annotations
 
-import numbers
+import math
+from numbers import Integral, Real
 
 import numpy as np
 from sklearn.utils import check_random_state
 
+from .._validation import Interval, check_param
+
 __all__ = ["make_circle_separable", "make_curve", "make_ellipse"]
 
-
-def _check_n(n_samples, owner: str) -> int:
-    if not isinstance(n_samples, numbers.Integral) or isinstance(n_samples, bool) or n_samples < 1:
-        raise ValueError(f"The 'n_samples' parameter of {owner} must be an int >= 1. Got {n_samples!r} instead.")
-    return int(n_samples)
-
-
-def _check_nonneg(name: str, value, owner: str) -> float:
-    if not isinstance(value, numbers.Real) or isinstance(value, bool) or not np.isfinite(value) or value < 0:
-        raise ValueError(f"The {name!r} parameter of {owner} must be a float in the range [0, inf). Got {value!r} instead.")
-    return float(value)
+_N_SAMPLES = [Interval(Integral, 1, None, closed="left")]
+_NON_NEGATIVE = [Interval(Real, 0, math.inf, closed="left")]  # finite
 
 
 def make_curve(n_samples: int = 200, noise: float = 0.0, random_state=None):
@@ -41,8 +35,9 @@ def make_curve(n_samples: int = 200, noise: float = 0.0, random_state=None):
     X : ndarray of shape (n_samples, 2), float64
     t : ndarray of shape (n_samples,), float64, the latent variable
     """
-    n = _check_n(n_samples, "make_curve")
-    noise = _check_nonneg("noise", noise, "make_curve")
+    check_param("make_curve", "n_samples", n_samples, _N_SAMPLES)
+    check_param("make_curve", "noise", noise, _NON_NEGATIVE)
+    n, noise = int(n_samples), float(noise)
     rng = check_random_state(random_state)
     t = rng.uniform(-2.0, 1.0, size=n)
     X = np.column_stack([t, 2.0 * t**2 + t**3])
@@ -67,8 +62,9 @@ def make_ellipse(n_samples: int = 200, noise: float = 0.0, random_state=None):
     -------
     X : ndarray of shape (n_samples, 2), float64
     """
-    n = _check_n(n_samples, "make_ellipse")
-    noise = _check_nonneg("noise", noise, "make_ellipse")
+    check_param("make_ellipse", "n_samples", n_samples, _N_SAMPLES)
+    check_param("make_ellipse", "noise", noise, _NON_NEGATIVE)
+    n, noise = int(n_samples), float(noise)
     rng = check_random_state(random_state)
     theta = rng.uniform(0.0, 2.0 * np.pi, size=n)
     X = np.column_stack([np.cos(theta), 0.5 * np.sin(theta)])
@@ -99,12 +95,13 @@ def make_circle_separable(n_samples: int = 200, radius2: float = 0.6, margin: fl
     y : ndarray of shape (n_samples,), int64 in {-1, +1} (+1 inside the circle)
     """
     owner = "make_circle_separable"
-    n = _check_n(n_samples, owner)
-    margin = _check_nonneg("margin", margin, owner)
-    if not isinstance(radius2, numbers.Real) or isinstance(radius2, bool) or not 0.0 < radius2 < 2.0:
-        raise ValueError(f"The 'radius2' parameter of {owner} must be a float in the range (0, 2). Got {radius2!r} instead.")
+    check_param(owner, "n_samples", n_samples, _N_SAMPLES)
+    check_param(owner, "margin", margin, _NON_NEGATIVE)
+    check_param(owner, "radius2", radius2, [Interval(Real, 0, 2, closed="neither")])
+    n, margin = int(n_samples), float(margin)
     if radius2 - margin <= 0 or radius2 + margin >= 2:
-        raise ValueError(f"{owner}: margin={margin} leaves no room for one of the classes around radius2={radius2}.")
+        raise ValueError(f"The 'margin' parameter of {owner} must leave room for both classes around "
+                         f"radius2={radius2}, i.e. be below min(radius2, 2 - radius2). Got {margin} instead.")
     rng = check_random_state(random_state)
     chunks, have = [], 0
     while have < n:

@@ -11,13 +11,15 @@ from ._base import Constant, Kernel, Product, Scaled, Sum
 from ._columns import Columns
 from ._checks import MercerReport, check_mercer
 from ._dot_product import Linear, Polynomial, Quadratic, Sigmoid
+from ._learnable import LearnableKernel
 from ._precomputed import Precomputed
-from ._registry import KERNELS, parse_kernel_spec, resolve_kernel
+from ._registry import KERNEL_CONSTRAINTS, KERNELS, parse_kernel_spec, resolve_kernel
 from ._sets import HistogramIntersection, Intersection, encode_sets
 from ._stationary import RBF, Gaussian, Laplacian, Matern, squared_distances
 
 __all__ = [
     "KERNELS",
+    "KERNEL_CONSTRAINTS",
     "RBF",
     "Columns",
     "Constant",
@@ -26,6 +28,7 @@ __all__ = [
     "Intersection",
     "Kernel",
     "Laplacian",
+    "LearnableKernel",
     "Linear",
     "Matern",
     "MercerReport",

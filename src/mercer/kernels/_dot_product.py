@@ -6,6 +6,7 @@ import numbers
 
 import torch
 
+from .._validation import Interval, check_param
 from ._base import Kernel
 from ._params import positive, real, resolved_gamma
 
@@ -45,8 +46,7 @@ class Polynomial(Kernel):
 
     def __init__(self, degree: int = 3, gamma: float | None = None, coef0: float = 1.0):
         owner = type(self).__name__
-        if not isinstance(degree, numbers.Integral) or isinstance(degree, bool) or degree < 1:
-            raise ValueError(f"The 'degree' parameter of {owner} must be an int >= 1. Got {degree!r} instead.")
+        check_param(owner, "degree", degree, [Interval(numbers.Integral, 1, None, closed="left")])
         self.degree = int(degree)
         self.gamma = positive(owner, "gamma", gamma, allow_none=True)
         self.coef0 = positive(owner, "coef0", coef0, allow_zero=True)

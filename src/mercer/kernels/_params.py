@@ -1,35 +1,44 @@
-"""Validation of kernel hyperparameters (one error style for every kernel)."""
+"""Validation of kernel hyperparameters (one error style for every kernel), run by the kernels'
+``__init__`` only, never per evaluation.
+
+Values are checked by :func:`mercer._validation.check_param`, so messages read as everywhere in
+mercer: "The 'gamma' parameter of RBF must be a float in the range (0, inf). Got -1 instead."
+A one-element tensor (a learnable hyperparameter) is accepted where its value would be.
+"""
 
 from __future__ import annotations
 
-import numbers
+import math
+from numbers import Real
 
 import torch
+
+from .._validation import Interval, check_param
+
+#: Finite reals > 0, >= 0, and all finite reals (infinities refused: the bounds are +-inf, open).
+POSITIVE = Interval(Real, 0, math.inf, closed="neither")
+NON_NEGATIVE = Interval(Real, 0, math.inf, closed="left")
+FINITE = Interval(Real, -math.inf, math.inf, closed="neither")
+
+
+def _checked(owner: str, name: str, value, interval: Interval, allow_none: bool):
+    """``value`` as a float (a one-element tensor as is) if ``interval`` accepts it, else raise."""
+    if allow_none and value is None:
+        return None
+    if isinstance(value, torch.Tensor) and value.numel() == 1 and interval.accepts(float(value.detach())):
+        return value
+    check_param(owner, name, value, [interval, None] if allow_none else [interval])
+    return float(value)
 
 
 def positive(owner: str, name: str, value, *, allow_none: bool = False, allow_zero: bool = False):
     """Return ``value`` if it is a finite real > 0 (>= 0 with ``allow_zero``), else raise."""
-    if value is None and allow_none:
-        return None
-    if isinstance(value, torch.Tensor) and value.numel() == 1:
-        ok = bool(torch.isfinite(value.detach())) and bool(value.detach() >= 0 if allow_zero else value.detach() > 0)
-        if ok:
-            return value
-    elif isinstance(value, numbers.Real) and not isinstance(value, bool):
-        v = float(value)
-        if v == v and v not in (float("inf"), float("-inf")) and (v >= 0 if allow_zero else v > 0):
-            return v
-    rng = "[0, inf)" if allow_zero else "(0, inf)"
-    extra = " or None" if allow_none else ""
-    raise ValueError(f"The {name!r} parameter of {owner} must be a float in the range {rng}{extra}. Got {value!r} instead.")
+    return _checked(owner, name, value, NON_NEGATIVE if allow_zero else POSITIVE, allow_none)
 
 
 def real(owner: str, name: str, value):
-    if isinstance(value, torch.Tensor) and value.numel() == 1 and bool(torch.isfinite(value.detach())):
-        return value
-    if isinstance(value, numbers.Real) and not isinstance(value, bool) and abs(float(value)) < float("inf"):
-        return float(value)
-    raise ValueError(f"The {name!r} parameter of {owner} must be a finite float. Got {value!r} instead.")
+    """Return ``value`` if it is a finite real, else raise."""
+    return _checked(owner, name, value, FINITE, False)
 
 
 def resolved_gamma(gamma, n_features: int):

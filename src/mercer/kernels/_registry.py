@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import inspect
 import re
+from numbers import Real
+
+from .._validation import InstanceOf, Interval
 
 from ._base import Kernel
 from ._dot_product import Linear, Polynomial, Quadratic, Sigmoid
@@ -11,7 +14,7 @@ from ._precomputed import Precomputed
 from ._sets import HistogramIntersection, Intersection
 from ._stationary import RBF, Laplacian, Matern
 
-__all__ = ["KERNELS", "resolve_kernel", "parse_kernel_spec"]
+__all__ = ["KERNELS", "KERNEL_CONSTRAINTS", "resolve_kernel", "parse_kernel_spec"]
 
 KERNELS: dict[str, type[Kernel]] = {
     "linear": Linear,
@@ -27,6 +30,19 @@ KERNELS: dict[str, type[Kernel]] = {
     "histogram": HistogramIntersection,
     "histogram_intersection": HistogramIntersection,
     "precomputed": Precomputed,
+}
+
+
+#: Allowed values of scikit-learn's kernel parameters (``kernel, gamma, degree, coef0,
+#: kernel_params``), merged into the ``_parameter_constraints`` of every estimator and transformer
+#: that takes them; a kernel name and its keywords are then checked by :func:`resolve_kernel`,
+#: which knows each kernel's own parameters.
+KERNEL_CONSTRAINTS: dict = {
+    "kernel": [str, InstanceOf(Kernel, "a mercer.kernels.Kernel")],
+    "gamma": [Interval(Real, None, None), None],
+    "degree": [Interval(Real, 0, None, closed="left"), None],
+    "coef0": [Interval(Real, None, None), None],
+    "kernel_params": [dict, None],
 }
 
 

@@ -6,6 +6,7 @@ from ._cg import CGResult, conjugate_gradient
 from ._eig import DENSE_SERIAL_MAX_N, ConvergenceWarning, EigResult, top_eigenpairs
 from ._factor import CholeskyFactor, NumericalWarning, jittered_cholesky
 from ._operator import KernelOperator
+from ._preconditioner import FalkonPreconditioner, falkon_solve_bytes, lower_gram
 
 __all__ = [
     "DENSE_SERIAL_MAX_N",
@@ -15,14 +16,17 @@ __all__ = [
     "CholeskyFactor",
     "ConvergenceWarning",
     "EigResult",
+    "FalkonPreconditioner",
     "KernelOperator",
     "MemoryBudgetError",
     "NumericalWarning",
     "available_memory",
     "conjugate_gradient",
     "default_memory_budget",
+    "falkon_solve_bytes",
     "format_bytes",
     "jittered_cholesky",
+    "lower_gram",
     "observe_blocks",
     "plan_blocks",
     "plan_rows",

@@ -188,7 +188,7 @@ def observe_blocks(observer: Callable[[str | None, int, int], None] | None) -> I
 
 
 def row_blocks(n: int, rows: int, *, desc: str | None = None) -> Iterator[slice]:
-    """The loop over samples: ``slice``\ s of at most ``rows`` rows covering ``range(n)``, in order.
+    """The loop over samples: slices of at most ``rows`` rows covering ``range(n)``, in order.
 
     Every loop over sample blocks goes through here (sizes from :func:`plan_rows` or
     :func:`plan_blocks`), so progress, interrupts and distributed execution have one place to

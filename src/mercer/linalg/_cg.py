@@ -8,13 +8,18 @@ import dataclasses
 import logging
 import math
 import time
+from numbers import Integral, Real
 from typing import Callable
 
 import torch
 
+from .._validation import Interval, check_param
+
 __all__ = ["CGResult", "conjugate_gradient"]
 
 log = logging.getLogger(__name__)
+
+_OWNER = "conjugate_gradient"
 
 
 @dataclasses.dataclass
@@ -69,25 +74,38 @@ def conjugate_gradient(matvec: Callable[[torch.Tensor], torch.Tensor], b: torch.
     callback : callable, optional
         ``callback(iteration, x, relative_residuals)`` after each iteration.
     """
-    if not tol >= 0:
-        raise ValueError(f"conjugate_gradient: tol must be >= 0; got {tol!r}.")
+    check_param(_OWNER, "tol", tol, [Interval(Real, 0, None, closed="left")])
+    check_param(_OWNER, "max_iter", max_iter, [Interval(Integral, 0, None, closed="left"), None])
     B, squeeze = _cols(b)
-    n, t = B.shape
-    max_iter = max(10, n) if max_iter is None else int(max_iter)
-    if max_iter < 0:
-        raise ValueError(f"conjugate_gradient: max_iter must be >= 0; got {max_iter!r}.")
+    max_iter = max(10, B.shape[0]) if max_iter is None else int(max_iter)
     P = preconditioner if preconditioner is not None else (lambda r: r)
     bnorm = torch.linalg.vector_norm(B, dim=0)
-    safe = torch.where(bnorm > 0, bnorm, torch.ones_like(bnorm))
+    X, R = _start(matvec, B, x0)
+    it, rel, history = _iterate(matvec, P, X, R, bnorm, tol, max_iter, callback)
+    converged = bool((rel <= tol).all()) and math.isfinite(float(rel.max()) if rel.numel() else 0.0)
+    return CGResult(X[:, 0] if squeeze else X, it, rel, converged, history)
+
+
+def _start(matvec, B: torch.Tensor, x0: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """The starting point ``X`` (a fresh tensor, updated in place) and its residual ``B - A X``."""
     if x0 is None:
-        X = torch.zeros_like(B)
-        R = B.clone()
-    else:
-        X, _ = _cols(x0.to(dtype=B.dtype, device=B.device))
-        X = X.clone()
-        R = B - matvec(X)
-    rel = torch.linalg.vector_norm(R, dim=0) / safe
-    rel = torch.where(bnorm > 0, rel, torch.zeros_like(rel))
+        return torch.zeros_like(B), B.clone()
+    X, _ = _cols(x0.to(dtype=B.dtype, device=B.device))
+    X = X.clone()
+    return X, B - matvec(X)
+
+
+def _relative(R: torch.Tensor, bnorm: torch.Tensor) -> torch.Tensor:
+    """``||r|| / ||b||`` per column (0 for a zero right-hand side)."""
+    rel = torch.linalg.vector_norm(R, dim=0) / torch.where(bnorm > 0, bnorm, torch.ones_like(bnorm))
+    return torch.where(bnorm > 0, rel, torch.zeros_like(rel))
+
+
+def _iterate(matvec, P, X: torch.Tensor, R: torch.Tensor, bnorm: torch.Tensor, tol: float, max_iter: int,
+             callback) -> tuple[int, torch.Tensor, list]:
+    """The CG iterations, updating ``X`` and ``R`` in place; each column stops at its own ``tol``.
+    Returns the iteration count, the final relative residuals and their history (max over columns)."""
+    rel = _relative(R, bnorm)
     history: list[float] = []
     active = rel > tol
     Z = P(R)
@@ -105,8 +123,7 @@ def conjugate_gradient(matvec: Callable[[torch.Tensor], torch.Tensor], b: torch.
         X.add_(D * step)
         R.sub_(AD * step)
         it += 1
-        rel = torch.linalg.vector_norm(R, dim=0) / safe
-        rel = torch.where(bnorm > 0, rel, torch.zeros_like(rel))
+        rel = _relative(R, bnorm)
         history.append(float(rel.max()))
         active = ok & (rel > tol)
         if callback is not None:
@@ -115,10 +132,15 @@ def conjugate_gradient(matvec: Callable[[torch.Tensor], torch.Tensor], b: torch.
             log.debug("CG iteration %d: max relative residual %.3e (%.1f s)", it, history[-1], time.perf_counter() - t0)
         if not bool(active.any()):
             break
-        Z = P(R)
-        rz_new = (R * Z).sum(dim=0)
-        beta = torch.where(active, rz_new / torch.where(rz != 0, rz, torch.ones_like(rz)), torch.zeros_like(rz))
-        D.mul_(beta).add_(Z)
-        rz = torch.where(active, rz_new, rz)
-    converged = bool((rel <= tol).all()) and math.isfinite(float(rel.max()) if rel.numel() else 0.0)
-    return CGResult(X[:, 0] if squeeze else X, it, rel, converged, history)
+        rz = _next_direction(D, P(R), R, rz, active)
+    return it, rel, history
+
+
+def _next_direction(D: torch.Tensor, Z: torch.Tensor, R: torch.Tensor, rz: torch.Tensor,
+                    active: torch.Tensor) -> torch.Tensor:
+    """``D <- Z + beta D`` (in place) with ``Z = P R``, ``beta = <r, z>_new / <r, z>_old`` on the
+    active columns; returns the new ``<r, z>``."""
+    rz_new = (R * Z).sum(dim=0)
+    beta = torch.where(active, rz_new / torch.where(rz != 0, rz, torch.ones_like(rz)), torch.zeros_like(rz))
+    D.mul_(beta).add_(Z)
+    return torch.where(active, rz_new, rz)

@@ -10,13 +10,17 @@ per block, not per vector.
 Accuracy is judged by the relative residual ``max_j ||A v_j - lambda_j v_j|| / max_j |lambda_j|``,
 computed from products the solver already has (``"power"``: one block product at the end), and
 reported in every result.
+
+No gradient flows through the result (the solvers run under ``torch.no_grad``). Memory beyond
+``A``: ``"lanczos"`` keeps ``2 * max(6 b, 3 k + 3 b, 40)`` vectors of length ``n`` (the basis and
+its products, ``b = block_size``), ``"randomized"`` about ``4 b``.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import numbers
 import warnings
+from numbers import Integral, Real
 
 import scipy.linalg as sla
 import torch
@@ -24,11 +28,12 @@ from sklearn.exceptions import ConvergenceWarning
 
 from .._backend import num_threads as _num_threads
 from .._backend import resolve_device, resolve_dtype
-from .._validation import describe
+from .._validation import Interval, Options, check_param, describe
 
 __all__ = ["EigResult", "top_eigenpairs", "ConvergenceWarning"]
 
 METHODS = ("auto", "dense", "power", "lanczos", "randomized")
+_OWNER = "top_eigenpairs"
 
 #: ``method="auto"`` decomposes a dense tensor with LAPACK up to this size (or when more than a
 #: quarter of the spectrum is asked for); above it block Lanczos is faster (centred RBF Gram,
@@ -151,9 +156,8 @@ def top_eigenpairs(A, n_components: int, *, method: str = "auto", tol: float | N
     max_iter : int, optional
         ``"power"``: iterations per eigenpair (default 10 000); ``"lanczos"``: block steps
         (default ``max(300, 3000 // block_size)``); ``"randomized"``: subspace iterations
-        (default 1000). When reached, a
-        :class:`ConvergenceWarning` gives the residual and the best estimate is returned with
-        ``converged=False``.
+        (default 1000). When reached, a :class:`ConvergenceWarning` gives the residual and the
+        best estimate is returned with ``converged=False``.
     generator : torch.Generator, optional
         Source of the random start; the default is a generator seeded with 0, so results are
         deterministic either way.
@@ -169,12 +173,7 @@ def top_eigenpairs(A, n_components: int, *, method: str = "auto", tol: float | N
     Returns
     -------
     EigResult
-
-    Notes
-    -----
-    No gradient flows through the result (the solvers run under ``torch.no_grad``). Memory
-    beyond ``A``: ``"lanczos"`` keeps ``2 * max(6 b, 3 k + 3 b, 40)`` vectors of length ``n``
-    (the basis and its products, ``b = block_size``), ``"randomized"`` about ``4 b``.
+        No gradient flows through it; see the module docstring for the memory each method keeps.
     """
     with torch.no_grad():
         return _solve(A, n_components, method, tol, max_iter, generator, n_oversamples, block_size, n, dtype, device)
@@ -217,19 +216,22 @@ def _solve(A, n_components, method, tol, max_iter, generator, n_oversamples, blo
 def _as_operator(A, n, dtype, device) -> _Operator:
     if isinstance(A, torch.Tensor):
         if A.ndim != 2 or A.shape[0] != A.shape[1]:
-            raise ValueError(f"top_eigenpairs expects a square matrix A; got shape {tuple(A.shape)}.")
+            raise ValueError(f"The 'A' parameter of {_OWNER} must be a square matrix. Got a tensor of shape "
+                             f"{tuple(A.shape)} instead.")
         if A.dtype not in (torch.float32, torch.float64):
-            raise ValueError(f"top_eigenpairs expects A of dtype float32 or float64; got {A.dtype}.")
+            raise ValueError(f"The 'A' parameter of {_OWNER} must have dtype float32 or float64. Got {A.dtype} instead.")
         for name, given, actual in (("n", n, A.shape[0]), ("dtype", dtype, A.dtype), ("device", device, A.device)):
             if given is not None and _normalise(name, given) != actual:
-                raise ValueError(f"top_eigenpairs: {name}={given!r} disagrees with the tensor A ({name} {actual}).")
+                raise ValueError(f"The {name!r} parameter of {_OWNER} must be None or agree with the tensor A "
+                                 f"({name} {actual}). Got {name}={given!r} instead.")
         return _Operator(A, A.shape[0], A.dtype, A.device)
     if not callable(A):
-        raise TypeError(f"top_eigenpairs expects A as a torch tensor or a callable V -> A @ V; got {describe(A)}.")
+        raise TypeError(f"The 'A' parameter of {_OWNER} must be a torch tensor or a callable V -> A @ V. "
+                        f"Got {describe(A)} instead.")
     if n is None:
-        raise ValueError("top_eigenpairs: a callable A needs its size: pass n= (and dtype=, device=).")
-    if not isinstance(n, numbers.Integral) or isinstance(n, bool) or n < 0:
-        raise ValueError(f"The 'n' parameter of top_eigenpairs must be an int >= 0. Got {n!r} instead.")
+        raise ValueError(f"The 'n' parameter of {_OWNER} must be given for a callable A: pass n= (and dtype=, "
+                         "device=). Got None instead.")
+    check_param(_OWNER, "n", n, [Interval(Integral, 0, None, closed="left")])
     return _Operator(A, int(n), resolve_dtype(dtype if dtype is not None else torch.float64), resolve_device(device))
 
 
@@ -243,25 +245,18 @@ def _normalise(name, value):
 
 
 def _check_params(n, k, method, tol, max_iter, generator, n_oversamples, block_size) -> int:
-    owner = "top_eigenpairs"
-    if not isinstance(k, numbers.Integral) or isinstance(k, bool) or not 1 <= k <= n:
-        raise ValueError(f"The 'n_components' parameter of {owner} must be an int in the range "
-                         f"[1, {n}] (n = {n}). Got {k!r} instead.")
-    if method not in METHODS:
-        choices = ", ".join(repr(m) for m in METHODS)
-        raise ValueError(f"The 'method' parameter of {owner} must be one of {choices}. Got {method!r} instead.")
-    if tol is not None and not (isinstance(tol, numbers.Real) and 0 < tol < 1):
-        raise ValueError(f"The 'tol' parameter of {owner} must be a float in the range (0, 1) or None. Got {tol!r} instead.")
+    """The parameters of :func:`top_eigenpairs`, in the one message style (``n``: the size of ``A``)."""
+    check_param(_OWNER, "n_components", k, [Interval(Integral, 1, n, closed="both")])
+    check_param(_OWNER, "method", method, [Options(*METHODS)])
+    check_param(_OWNER, "tol", tol, [Interval(Real, 0, 1, closed="neither"), None])
+    check_param(_OWNER, "max_iter", max_iter, [Interval(Integral, 1, None, closed="left"), None])
+    check_param(_OWNER, "n_oversamples", n_oversamples, [Interval(Integral, 0, None, closed="left")])
+    # randomized subspace iteration needs a block of at least k columns
     low_block = k if method == "randomized" else 1
-    for name, val, low in (("max_iter", max_iter, 1), ("n_oversamples", n_oversamples, 0),
-                           ("block_size", block_size, low_block)):
-        if val is None and name != "n_oversamples":
-            continue
-        if not isinstance(val, numbers.Integral) or isinstance(val, bool) or val < low:
-            raise ValueError(f"The {name!r} parameter of {owner} must be an int >= {low}"
-                             f"{'' if name == 'n_oversamples' else ' or None'}. Got {val!r} instead.")
+    check_param(_OWNER, "block_size", block_size, [Interval(Integral, low_block, None, closed="left"), None])
     if generator is not None and not isinstance(generator, torch.Generator):
-        raise TypeError(f"top_eigenpairs: generator must be a torch.Generator or None; got {generator!r}.")
+        raise TypeError(f"The 'generator' parameter of {_OWNER} must be an instance of 'torch.Generator' or None. "
+                        f"Got {describe(generator)} instead.")
     return int(k)
 
 

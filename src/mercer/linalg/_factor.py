@@ -63,7 +63,8 @@ def jittered_cholesky(A: torch.Tensor, *, rebuild=None, max_tries: int = 6, owne
     up front, which doubles memory).
     """
     if A.ndim != 2 or A.shape[0] != A.shape[1]:
-        raise ValueError(f"jittered_cholesky expects a square matrix; got shape {tuple(A.shape)}.")
+        raise ValueError(f"The 'A' parameter of jittered_cholesky must be a square matrix. Got a tensor of shape "
+                         f"{tuple(A.shape)} instead.")
     n = A.shape[0]
     diag = torch.diagonal(A).clone()
     if not bool(torch.isfinite(diag).all()):

@@ -72,8 +72,9 @@ class KernelOperator:
     def _row_slices(self):
         return row_blocks(self.shape[0], self.plan.row_block, desc="kernel rows")
 
-    def _col_slices(self):
-        return list(row_blocks(self.shape[1], self.plan.col_block))
+    def _col_slices(self):  # columns of one row block: not a loop over samples, not observed
+        bc = self.plan.col_block
+        return [slice(j, min(j + bc, self.shape[1])) for j in range(0, self.shape[1], bc)]
 
     def tile(self, rows: slice, cols: slice) -> torch.Tensor:
         return self.kernel.block(self.X, self.Z, rows, cols)
@@ -213,7 +214,8 @@ class KernelOperator:
         lower_only = lower_only and self.symmetric
         for r in row_blocks(n, br, desc="kernel matrix"):
             width = r.stop if lower_only else m  # tiles right of the diagonal are never read
-            for c in row_blocks(width, bc):
+            for j in range(0, width, bc):
+                c = slice(j, min(j + bc, width))
                 out[r, c] = self.tile(r, c)
         if time.perf_counter() - t0 > 1.0:
             log.info("kernel matrix %d x %d computed in %.1f s", n, m, time.perf_counter() - t0)

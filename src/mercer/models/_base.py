@@ -2,36 +2,22 @@
 
 from __future__ import annotations
 
-from numbers import Integral, Real
-
 import numpy as np
 import torch
 from sklearn.utils.class_weight import compute_class_weight
 from sklearn.utils.validation import _check_sample_weight
 
 from .._backend import resolve_device, resolve_dtype, to_tensor
-from .._validation import Interval, Options, check_array_like, check_param, describe, is_torch
-from ..kernels import resolve_kernel
+from .._validation import COMPUTE_CONSTRAINTS, check_array_like, check_param, describe, is_torch
+from ..kernels import KERNEL_CONSTRAINTS, resolve_kernel
 from ..linalg import default_memory_budget
 
 __all__ = ["COMPUTE_CONSTRAINTS", "KERNEL_CONSTRAINTS", "KernelEstimatorMixin", "class_weights",
            "labels_from_scores", "labels_like"]
 
-#: Allowed values of mercer's compute parameters, merged into each estimator's ``_parameter_constraints``.
-COMPUTE_CONSTRAINTS: dict = {
-    "device": ["device", None],
-    "dtype": [Options("float32", "float64"), None],
-    "memory_budget": [Interval(Integral, 1, None, closed="left"), None],
-}
-#: Allowed values of scikit-learn's kernel parameters (kernel names and their keywords are checked
-#: by :func:`mercer.kernels.resolve_kernel`, which knows each kernel's own parameters).
-KERNEL_CONSTRAINTS: dict = {
-    "kernel": [str, "kernel", "callable"],
-    "gamma": [Interval(Real, None, None), None],
-    "degree": [Interval(Real, 0, None, closed="left")],
-    "coef0": [Interval(Real, None, None)],
-    "kernel_params": [dict, None],
-}
+# COMPUTE_CONSTRAINTS (device, dtype, memory_budget) and KERNEL_CONSTRAINTS (kernel, gamma, degree,
+# coef0, kernel_params) are defined once, in mercer._validation and mercer.kernels, and re-exported
+# here for the estimators' tables.
 
 
 def labels_like(labels: np.ndarray, X):
@@ -78,6 +64,17 @@ def class_weights(owner: str, class_weight, classes: np.ndarray, y: np.ndarray, 
 class KernelEstimatorMixin:
     """Mixin for estimators with scikit-learn-style ``kernel, gamma, degree, coef0, kernel_params``
     parameters and mercer's ``device, dtype, memory_budget``."""
+
+    #: Private fitted attributes that :mod:`mercer.io` saves with the public ``name_`` ones;
+    #: each subclass declares its own, and the declarations add up along the bases.
+    _saved_private: tuple = ("_device", "_dtype")
+
+    def _after_load(self) -> None:
+        """Rebuild the state that :mod:`mercer.io` does not store once a model is loaded: the
+        memory budget, from ``memory_budget`` and the device of the loading machine. Subclasses
+        with more derived state extend it (calling ``super()._after_load()`` first)."""
+        if hasattr(self, "_device"):
+            self._budget = default_memory_budget(self._device, self.memory_budget)
 
     def _resolve_kernel(self):
         return resolve_kernel(self.kernel, gamma=self.gamma, degree=self.degree, coef0=self.coef0,

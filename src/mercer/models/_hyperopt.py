@@ -14,6 +14,11 @@ Restarts start from the initial point perturbed uniformly by up to ``spread`` (l
 a factor ``e^spread``) in every perturbable coordinate, clipped into the bounds. Everything a run
 did is returned (:class:`RunReport`), and :func:`report` turns it into warnings: an optimum on a
 bound, or a run that stopped without converging.
+
+Also shared by those estimators: the allowed values of their optimiser parameters
+(:data:`OPTIMIZER_CONSTRAINTS`, merged into their ``_parameter_constraints``), the check of a
+bounds pair (:func:`check_bounds`) and a differentiable Cholesky factorisation with a growing
+jitter (:func:`chol_with_jitter`).
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
+import numbers
 import warnings
 
 import numpy as np
@@ -28,7 +34,9 @@ import torch
 from scipy.optimize import minimize as _scipy_minimize
 from sklearn.exceptions import ConvergenceWarning
 
-__all__ = ["RunReport", "optimize", "report", "check_optimizer_params"]
+from .._validation import Interval, Options, describe
+
+__all__ = ["OPTIMIZER_CONSTRAINTS", "RunReport", "check_bounds", "chol_with_jitter", "optimize", "report"]
 
 log = logging.getLogger(__name__)
 
@@ -54,15 +62,40 @@ class RunReport:
         return d
 
 
-def check_optimizer_params(est, *, allow_none: bool = True) -> None:
-    owner = type(est).__name__
-    allowed = ["lbfgs", "adam"] + ([None] if allow_none else [])
-    if est.optimizer not in allowed:
-        raise ValueError(f"The 'optimizer' parameter of {owner} must be one of {allowed}. Got {est.optimizer!r} instead.")
-    for name, lo in (("n_restarts_optimizer", 0), ("max_iter", 1)):
-        v = getattr(est, name)
-        if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < lo:
-            raise ValueError(f"The {name!r} parameter of {owner} must be an int >= {lo}. Got {v!r} instead.")
+#: Allowed values of the optimiser parameters, merged into the ``_parameter_constraints`` of the
+#: estimators that learn their hyperparameters with :func:`optimize`.
+OPTIMIZER_CONSTRAINTS: dict = {
+    "optimizer": [Options("lbfgs", "adam"), None],
+    "n_restarts_optimizer": [Interval(numbers.Integral, 0, None, closed="left")],
+    "max_iter": [Interval(numbers.Integral, 1, None, closed="left")],
+}
+
+
+def check_bounds(owner: str, name: str, bounds) -> tuple[float, float]:
+    """The bounds pair ``(low, high)`` of positive hyperparameters, ``0 < low < high < inf``, as floats."""
+    ok = (isinstance(bounds, (tuple, list)) and len(bounds) == 2
+          and all(isinstance(v, numbers.Real) and not isinstance(v, bool) for v in bounds)
+          and 0 < bounds[0] < bounds[1] < math.inf)
+    if not ok:
+        raise ValueError(f"The {name!r} parameter of {owner} must be a pair (low, high) with 0 < low < high < inf. "
+                         f"Got {describe(bounds)} instead.")
+    return float(bounds[0]), float(bounds[1])
+
+
+def chol_with_jitter(K: torch.Tensor) -> torch.Tensor:
+    """Differentiable Cholesky factor of ``K``, with a growing jitter (1e-10, relative to the mean
+    diagonal, in float64; 1e-6 in float32; up to 10^6 times more) when K is numerically indefinite."""
+    L, info = torch.linalg.cholesky_ex(K)
+    if int(info) == 0:
+        return L
+    scale = float(K.diagonal().detach().abs().mean()) or 1.0
+    start = 1e-6 if K.dtype == torch.float32 else 1e-10
+    eye = torch.eye(K.shape[0], dtype=K.dtype, device=K.device)
+    for i in range(7):
+        L, info = torch.linalg.cholesky_ex(K + (start * scale * 10**i) * eye)
+        if int(info) == 0:
+            return L
+    raise torch.linalg.LinAlgError("Cholesky failed even with jitter")
 
 
 class _Objective:

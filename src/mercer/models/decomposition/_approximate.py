@@ -23,8 +23,8 @@ point as a landmark reproduces exact kernel PCA (up to the sign of each componen
 from __future__ import annotations
 
 import logging
-import numbers
 import time
+from numbers import Integral
 
 import numpy as np
 import torch
@@ -32,16 +32,14 @@ from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, Transfo
 from sklearn.utils.validation import check_is_fitted
 
 from ..._backend import as_output, make_generator
-from ..._validation import describe
+from ..._validation import Interval, Options, check_at_most, check_params
 from ...approx import Nystroem, RandomFourierFeatures
-from ...linalg import MemoryBudgetError, format_bytes, top_eigenpairs
-from .._base import KernelEstimatorMixin
+from ...linalg import MemoryBudgetError, format_bytes, plan_rows, row_blocks, top_eigenpairs
+from .._base import COMPUTE_CONSTRAINTS, KERNEL_CONSTRAINTS, KernelEstimatorMixin
 
 __all__ = ["ApproximateKernelPCA"]
 
 log = logging.getLogger(__name__)
-
-_APPROXIMATIONS = ("nystroem", "rff")
 
 
 class ApproximateKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, KernelEstimatorMixin, BaseEstimator):
@@ -89,6 +87,18 @@ class ApproximateKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ke
     fit_time_ : float
     """
 
+    _parameter_constraints: dict = {
+        **KERNEL_CONSTRAINTS,
+        **COMPUTE_CONSTRAINTS,
+        "n_components": [Interval(Integral, 1, None, closed="left"), None],
+        "approximation": [Options("nystroem", "rff")],
+        "n_features": [Interval(Integral, 1, None, closed="left")],
+        "landmarks": [str, "array-like"],  # a rule name or the landmarks: checked by Nystroem
+        "random_state": ["random_state"],
+    }
+
+    _saved_private = ("_n_features_out", "_rows")  # private state that mercer.io saves
+
     def __init__(self, n_components=None, *, kernel="rbf", gamma=None, degree=3, coef0=1, kernel_params=None,
                  approximation="nystroem", n_features=100, landmarks="uniform", random_state=None,
                  device=None, dtype=None, memory_budget=None):
@@ -107,34 +117,34 @@ class ApproximateKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ke
         self.memory_budget = memory_budget
 
     # -- checks -------------------------------------------------------------------------------
-    def _check_params(self, n: int) -> tuple[int | None, int]:
+    def _check_sizes(self, n: int) -> tuple[int | None, int]:
+        """The bounds that depend on the data (the table is checked first); returns ``(k, D)``."""
         owner = type(self).__name__
-        if self.approximation not in _APPROXIMATIONS:
-            raise ValueError(f"The 'approximation' parameter of {owner} must be a str among {list(_APPROXIMATIONS)}. "
-                             f"Got {self.approximation!r} instead.")
-        M = self.n_features
-        if not isinstance(M, numbers.Integral) or isinstance(M, bool) or M < 1:
-            raise ValueError(f"The 'n_features' parameter of {owner} must be an int >= 1. Got {describe(M)} instead.")
-        if self.approximation == "nystroem" and isinstance(self.landmarks, str) and M > n:
-            raise ValueError(
-                f"n_features={M} must be <= n_samples={n} for {owner} with approximation='nystroem': the "
-                f"landmarks are training points. Use n_features <= {n}."
-            )
-        D = 2 * int(M) if self.approximation == "rff" else (
-            int(M) if isinstance(self.landmarks, str) else int(np.shape(self.landmarks)[0]))
+        M = int(self.n_features)
+        if self.approximation == "nystroem" and isinstance(self.landmarks, str):
+            check_at_most(owner, "n_features", M, n, "n_samples")  # the landmarks are training points
+        D = 2 * M if self.approximation == "rff" else (M if isinstance(self.landmarks, str)
+                                                       else int(np.shape(self.landmarks)[0]))
         k = self.n_components
         if k is not None:
-            if not isinstance(k, numbers.Integral) or isinstance(k, bool) or k < 1:
-                raise ValueError(f"The 'n_components' parameter of {owner} must be an int >= 1 or None. "
-                                 f"Got {describe(k)} instead.")
-            if k > min(n, D):
-                raise ValueError(
-                    f"n_components={k} must be <= min(n_samples, feature dimension) = min({n}, {D}) for "
-                    f"{owner}: the centred covariance of {D} features of {n} samples has at most that many "
-                    "nonzero eigenpairs. Lower n_components or raise n_features."
-                )
+            check_at_most(owner, "n_components", k, min(n, D), "min(n_samples, feature dimension)")
             k = int(k)
         return k, D
+
+    def _plan(self, n: int, D: int, item: int) -> tuple[bool, int]:
+        """Whether to decompose the ``n x n`` Gram instead of the ``D x D`` covariance, and the
+        bytes the decomposition holds (it must fit the budget)."""
+        # More features than samples: the n x n Gram of the centred features has the same nonzero
+        # eigenvalues and costs less (when the n x D features fit at once).
+        gram = D > n and (n * D + 3 * n * n) * item < self._budget
+        need = (n * D + 3 * n * n) * item if gram else 3 * D * D * item
+        if need >= self._budget:
+            raise MemoryBudgetError(
+                f"{type(self).__name__}: {D} features need about {format_bytes(need)} for the D x D covariance "
+                f"and its eigendecomposition, more than the memory budget of {format_bytes(self._budget)}. "
+                "Use a smaller n_features or raise memory_budget."
+            )
+        return gram, need
 
     def _feature_map(self):
         common = dict(n_components=int(self.n_features), random_state=self._seed, device=self._device,
@@ -157,31 +167,26 @@ class ApproximateKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ke
 
     def _fit(self, X):
         owner = type(self).__name__
+        check_params(self)
         Xv = self._validate_X(X, reset=True)
         n = Xv.shape[0]
-        k, D = self._check_params(n)
+        k, D = self._check_sizes(n)
         self._setup_compute(Xv)
         self.kernel_ = self._resolve_kernel()
         if self.kernel_.is_precomputed:
             raise ValueError(f"{owner} needs a kernel on feature vectors, not kernel='precomputed'.")
         item = torch.finfo(self._dtype).bits // 8
-        # More features than samples: the n x n Gram of the centred features has the same nonzero
-        # eigenvalues and costs less (when the n x D features fit at once).
-        gram = D > n and (n * D + 3 * n * n) * item < self._budget
-        need = (n * D + 3 * n * n) * item if gram else 3 * D * D * item
-        if need >= self._budget:
-            raise MemoryBudgetError(
-                f"{owner}: {D} features need about {format_bytes(need)} for the D x D covariance and its "
-                f"eigendecomposition, more than the memory budget of {format_bytes(self._budget)}. Use a "
-                "smaller n_features or raise memory_budget."
-            )
+        gram, need = self._plan(n, D, item)
         self._seed = int(make_generator(self.random_state).initial_seed())
         t0 = time.perf_counter()
         Xt = self._tensor(Xv)
         fmap = self._feature_map().fit(Xt)
         self.feature_map_ = fmap
         D = fmap.n_features_out_
-        self._rows = max(1, int((self._budget - need) // (3 * (D + Xt.shape[1] + 1) * item + 1)))
+        # a row of a block holds its features, its input and their temporaries (three of each),
+        # next to the decomposition's ``need`` bytes
+        self._rows = plan_rows(n, 3 * (D + Xt.shape[1] + 1) * item + 1, budget=self._budget, fixed_bytes=need,
+                               max_bytes=None, what=f"a block of {owner} features")
         Phi = None
         if gram or self._rows >= n:              # all features at once: centre them exactly
             Phi = fmap.transform(Xt)
@@ -194,6 +199,14 @@ class ApproximateKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ke
             for F in self._blocks(Xt, lambda F: F - mean):
                 cov.addmm_(F.T, F)
         self.mean_ = mean
+        self._decompose(cov, Phi if gram else None, k, n, D)
+        self.fit_time_ = time.perf_counter() - t0
+        log.info("%s: %d components from %d %s features of n=%d in %.2f s", owner, self._n_features_out, D,
+                 self.approximation, n, self.fit_time_)
+        return Phi, Xt
+
+    def _decompose(self, cov, Phi, k, n: int, D: int) -> None:
+        """Eigenpairs of the centred covariance (or, with ``Phi``, of the centred Gram ``cov``)."""
         cov = (cov + cov.T) / 2
         trace = float(torch.diagonal(cov).sum())
         size = cov.shape[0]
@@ -203,7 +216,7 @@ class ApproximateKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ke
         if k is None:
             keep = values > values.max() * max(n, D) * torch.finfo(values.dtype).eps
             values, vectors = values[keep], vectors[:, keep]
-        if gram:  # V = Phi_c^T U Lambda^{-1/2}: unit feature-space axes from the Gram's eigenvectors
+        if Phi is not None:  # V = Phi_c^T U Lambda^{-1/2}: unit feature-space axes from the Gram's eigenvectors
             inv = torch.where(values > 0, values, torch.ones_like(values)).rsqrt() * (values > 0)
             vectors = (Phi.T @ vectors) * inv[None, :]
         self.eigenvalues_ = values.cpu().numpy()
@@ -211,20 +224,16 @@ class ApproximateKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ke
         self.explained_variance_ = self.eigenvalues_ / n
         self.explained_variance_ratio_ = self.eigenvalues_ / trace if trace > 0 else np.zeros_like(self.eigenvalues_)
         self._n_features_out = len(self.eigenvalues_)
-        self.fit_time_ = time.perf_counter() - t0
-        log.info("%s: %d components from %d %s features of n=%d in %.2f s", owner, self._n_features_out, D,
-                 self.approximation, n, self.fit_time_)
-        return Phi, Xt
 
     def _blocks(self, Xt, fn):
-        for i in range(0, Xt.shape[0], self._rows):
-            yield fn(self.feature_map_.transform(Xt[i:i + self._rows]))
+        for rs in row_blocks(Xt.shape[0], self._rows, desc="approximate kernel PCA features"):
+            yield fn(self.feature_map_.transform(Xt[rs]))
 
     def _project(self, Xt):
         V = self.eigenvectors_
         out = torch.empty(Xt.shape[0], V.shape[1], dtype=self._dtype, device=self._device)
-        for i in range(0, Xt.shape[0], self._rows):
-            out[i:i + self._rows] = (self.feature_map_.transform(Xt[i:i + self._rows]) - self.mean_) @ V
+        for rs in row_blocks(Xt.shape[0], self._rows, desc="approximate kernel PCA projection"):
+            out[rs] = (self.feature_map_.transform(Xt[rs]) - self.mean_) @ V
         return out
 
     # -- transform ----------------------------------------------------------------------------

@@ -13,8 +13,8 @@ centred operator through blocked kernel products (no n x n matrix is ever formed
 from __future__ import annotations
 
 import logging
-import numbers
 import time
+from numbers import Integral, Real
 
 import numpy as np
 import torch
@@ -22,14 +22,13 @@ from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, Transfo
 from sklearn.utils.validation import check_is_fitted
 
 from ..._backend import as_output, make_generator
+from ..._validation import Interval, Options, check_at_most, check_params
 from ...linalg import KernelOperator, MemoryBudgetError, format_bytes, top_eigenpairs
-from .._base import KernelEstimatorMixin
+from .._base import COMPUTE_CONSTRAINTS, KERNEL_CONSTRAINTS, KernelEstimatorMixin
 
 __all__ = ["KernelPCA"]
 
 log = logging.getLogger(__name__)
-
-_SOLVERS = ("auto", "dense", "power", "lanczos", "randomized", "arpack")
 
 
 class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, KernelEstimatorMixin, BaseEstimator):
@@ -64,6 +63,19 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, KernelEstimat
     solver_info_ : EigResult without its tensors (method, iterations, converged, residual)
     """
 
+    _parameter_constraints: dict = {
+        **KERNEL_CONSTRAINTS,
+        **COMPUTE_CONSTRAINTS,
+        "n_components": [Interval(Integral, 1, None, closed="left"), None],
+        "eigen_solver": [Options("auto", "dense", "power", "lanczos", "randomized", "arpack")],
+        "tol": [Interval(Real, 0, None, closed="left")],
+        "max_iter": [Interval(Integral, 1, None, closed="left"), None],
+        "remove_zero_eig": ["boolean"],
+        "random_state": ["random_state"],
+    }
+
+    _saved_private = ("_col_mean", "_all_mean", "_n_features_out")  # private state that mercer.io saves
+
     def __init__(self, n_components=None, *, kernel="linear", gamma=None, degree=3, coef0=1,
                  kernel_params=None, eigen_solver="auto", tol=0, max_iter=None, remove_zero_eig=False,
                  random_state=None, device=None, dtype=None, memory_budget=None):
@@ -82,27 +94,6 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, KernelEstimat
         self.dtype = dtype
         self.memory_budget = memory_budget
 
-    # -- checks -------------------------------------------------------------------------------
-    def _check_params(self, n: int) -> int:
-        owner = type(self).__name__
-        k = self.n_components
-        if k is None:
-            k = n
-        elif not isinstance(k, numbers.Integral) or isinstance(k, bool) or k < 1:
-            raise ValueError(f"The 'n_components' parameter of {owner} must be an int >= 1 or None. Got {k!r} instead.")
-        if k > n:
-            raise ValueError(
-                f"n_components={k} must be <= n_samples={n} for {owner}: a Gram matrix of {n} samples "
-                f"has at most {n} eigenpairs."
-            )
-        if self.eigen_solver not in _SOLVERS:
-            raise ValueError(f"The 'eigen_solver' parameter of {owner} must be a str among {list(_SOLVERS)}. Got {self.eigen_solver!r} instead.")
-        if not isinstance(self.tol, numbers.Real) or self.tol < 0:
-            raise ValueError(f"The 'tol' parameter of {owner} must be a float in the range [0, inf). Got {self.tol!r} instead.")
-        if self.max_iter is not None and (not isinstance(self.max_iter, numbers.Integral) or self.max_iter < 1):
-            raise ValueError(f"The 'max_iter' parameter of {owner} must be an int >= 1 or None. Got {self.max_iter!r} instead.")
-        return int(k)
-
     # -- fit ----------------------------------------------------------------------------------
     def fit(self, X, y=None):
         """Fit on ``X`` (n, d), or the (n, n) Gram with ``kernel="precomputed"``."""
@@ -116,9 +107,11 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, KernelEstimat
         return as_output(out, X)
 
     def _fit(self, X):
+        check_params(self)
         Xv = self._validate_X(X, reset=True)
         n = Xv.shape[0]
-        k = self._check_params(n)
+        k = n if self.n_components is None else int(self.n_components)
+        check_at_most(type(self).__name__, "n_components", k, n, "n_samples")
         self._setup_compute(Xv)
         self.kernel_ = self._resolve_kernel()
         if self.kernel_.is_precomputed and Xv.shape[0] != Xv.shape[1]:
@@ -139,27 +132,34 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, KernelEstimat
             res = top_eigenpairs(K, k, **opts)
             del K
         else:
-            if method == "dense":
-                raise MemoryBudgetError(
-                    f"{type(self).__name__}: eigen_solver='dense' needs the {n} x {n} Gram matrix "
-                    f"({format_bytes(n * n * Xt.element_size())}), more than the memory budget of "
-                    f"{format_bytes(self._budget)}. Use eigen_solver='randomized' or 'lanczos' (blocked "
-                    "kernel products, no n x n matrix), or raise memory_budget."
-                )
-            ones = torch.full((n,), 1.0 / n, dtype=Xt.dtype, device=Xt.device)
-            col_mean = op.matvec(ones)
-            all_mean = col_mean.mean()
-            trace = float(op.diag().sum() - n * all_mean)
-
-            def centred(V):
-                s = V.sum(dim=0, keepdim=True)
-                return op.matvec(V) - col_mean[:, None] @ s - (col_mean @ V)[None, :] + all_mean * s
-
-            res = top_eigenpairs(centred, k, n=n, dtype=Xt.dtype, device=Xt.device,
-                                 **{**opts, "method": "lanczos" if method == "auto" else method})
+            res, col_mean, all_mean, trace = self._implicit_eigenpairs(op, Xt, k, method, opts)
         self.fit_time_ = time.perf_counter() - t0
         self._store(res, Xt, col_mean, all_mean, trace)
         log.info("KernelPCA: %d components of n=%d by %s in %.2f s", k, n, res.method, self.fit_time_)
+
+    def _implicit_eigenpairs(self, op, Xt, k, method, opts):
+        """Top eigenpairs of the centred Gram ``H K H`` through blocked kernel products (no n x n
+        matrix); returns them with the centring terms and ``trace(H K H)``."""
+        n = Xt.shape[0]
+        if method == "dense":
+            raise MemoryBudgetError(
+                f"{type(self).__name__}: eigen_solver='dense' needs the {n} x {n} Gram matrix "
+                f"({format_bytes(n * n * Xt.element_size())}), more than the memory budget of "
+                f"{format_bytes(self._budget)}. Use eigen_solver='randomized' or 'lanczos' (blocked "
+                "kernel products, no n x n matrix), or raise memory_budget."
+            )
+        ones = torch.full((n,), 1.0 / n, dtype=Xt.dtype, device=Xt.device)
+        col_mean = op.matvec(ones)
+        all_mean = col_mean.mean()
+        trace = float(op.diag().sum() - n * all_mean)
+
+        def centred(V):
+            s = V.sum(dim=0, keepdim=True)
+            return op.matvec(V) - col_mean[:, None] @ s - (col_mean @ V)[None, :] + all_mean * s
+
+        res = top_eigenpairs(centred, k, n=n, dtype=Xt.dtype, device=Xt.device,
+                             **{**opts, "method": "lanczos" if method == "auto" else method})
+        return res, col_mean, all_mean, trace
 
     def _store(self, res, Xt, col_mean, all_mean, trace):
         values = res.values.clamp_min(0.0)

@@ -1,5 +1,6 @@
 """Gaussian processes: exact regression and sparse (SGPR) regression."""
 
-from ._gp import GaussianProcessRegressor, SparseGPRegressor
+from ._exact import GaussianProcessRegressor
+from ._sparse import SparseGPRegressor
 
 __all__ = ["GaussianProcessRegressor", "SparseGPRegressor"]

@@ -31,9 +31,10 @@ Newton systems are well conditioned and solved by preconditioned conjugate gradi
 from __future__ import annotations
 
 import logging
-import numbers
+import math
 import time
 import warnings
+from numbers import Integral, Real
 
 import numpy as np
 import torch
@@ -43,16 +44,15 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
 from ..._backend import as_output, to_numpy
-from ..._validation import describe
+from ..._validation import Interval, Options, check_params
 from ...linalg import KernelOperator, MemoryBudgetError, conjugate_gradient, format_bytes
-from .._base import KernelEstimatorMixin, labels_from_scores
-from ._perceptron import _classifier_setup, _serial_if_small
+from .._base import COMPUTE_CONSTRAINTS, KERNEL_CONSTRAINTS, KernelEstimatorMixin, labels_from_scores
+from ._common import _classifier_setup, _serial_if_small
 
 __all__ = ["KernelLogisticRegression"]
 
 log = logging.getLogger(__name__)
 
-_SOLVERS = ("auto", "newton", "nystroem")
 #: ``solver="auto"`` uses the exact solver up to this many samples (when the budget allows).
 _AUTO_EXACT_MAX_N = 5000
 
@@ -112,51 +112,13 @@ def _newton(Phi: torch.Tensor, lam: torch.Tensor, loss: _Loss, *, fit_intercept:
     converged, cg_total, cg_tol = False, 0, 1e-2
     it = 0
     for it in range(1, max_iter + 1):
-        G, P = loss.grad_and_curvature(F)
-        g = torch.cat([w + Phi.T @ G, G.sum(dim=0, keepdim=True)])  # (m + 1, k): weights, intercept
-        if not fit_intercept:
-            g[m] = 0
-        tau = loss.mean_curvature(P)                                   # (k,)
-        diag = 1.0 + lam[:, None] * tau[None, :]
-        b_diag = float(n * tau.mean()) if fit_intercept else 1.0
-        b_diag = b_diag if b_diag > 0 else 1.0
-
-        def matvec(V):
-            Z = loss.hess(P, Phi @ V[:m] + V[m])
-            out = torch.cat([V[:m] + Phi.T @ Z, Z.sum(dim=0, keepdim=True)])
-            if not fit_intercept:
-                out[m] = V[m]
-            return out
-
-        def precond(R):
-            return torch.cat([R[:m] / diag, R[m:] / b_diag])
-
-        # One CG over all (m + 1) x k unknowns: the classes are coupled through the softmax.
-        shape = g.shape
-        info = conjugate_gradient(lambda v: matvec(v.reshape(shape)).reshape(-1, 1), -g.reshape(-1, 1),
-                                  preconditioner=lambda r: precond(r.reshape(shape)).reshape(-1, 1),
-                                  tol=cg_tol, max_iter=cg_max_iter)
-        cg_total += info.n_iter
-        step = info.x.reshape(shape)
-        if loss.multinomial:  # the softmax is blind to a common shift of the intercepts
-            step[m] -= step[m].mean()
-        dF = Phi @ step[:m] + step[m]
-        slope = float((g * step).sum())
-        if slope >= 0:  # not a descent direction (CG broke down): fall back to the gradient
-            step = -precond(g)
-            dF = Phi @ step[:m] + step[m]
-            slope = float((g * step).sum())
-        # Backtracking (Armijo) on J(t) = 0.5 ||w + t dw||^2 + L(F + t dF).
-        ww, wd, dd = float((w * w).sum()), float((w * step[:m]).sum()), float((step[:m] ** 2).sum())
+        step, dF, slope, n_cg = _newton_direction(Phi, lam, loss, w, F, fit_intercept=fit_intercept,
+                                                  cg_tol=cg_tol, cg_max_iter=cg_max_iter)
+        cg_total += n_cg
         # J is only known to round-off: a decrease below that cannot be measured.
         slack = 16 * torch.finfo(dt).eps * max(abs(J), 1.0)
-        t = 1.0
-        for _ in range(40):
-            J_new = 0.5 * (ww + 2 * t * wd + t * t * dd) + loss.value(F + t * dF)
-            if J_new <= J + 1e-4 * t * slope + slack:
-                break
-            t *= 0.5
-        else:
+        t, J_new = _backtrack(loss, w, step[:m], F, dF, J, slope, slack)
+        if t is None:
             warnings.warn(f"{owner}: the line search found no decrease (objective {J:.6g}); stopping.",
                           ConvergenceWarning, stacklevel=3)
             break
@@ -172,6 +134,60 @@ def _newton(Phi: torch.Tensor, lam: torch.Tensor, loss: _Loss, *, fit_intercept:
             converged = True
             break
     return w, b, it, converged, cg_total
+
+
+def _newton_direction(Phi, lam, loss: _Loss, w, F, *, fit_intercept: bool, cg_tol: float, cg_max_iter: int):
+    """The Newton step at ``(w, F = Phi w + b)`` by preconditioned CG over the weights and the
+    intercept (the last row); returns the step (m + 1, k), its change of ``F``, the directional
+    derivative and the CG iterations. Falls back to the preconditioned gradient when CG breaks down."""
+    n, m = Phi.shape
+    G, P = loss.grad_and_curvature(F)
+    g = torch.cat([w + Phi.T @ G, G.sum(dim=0, keepdim=True)])  # (m + 1, k): weights, intercept
+    if not fit_intercept:
+        g[m] = 0
+    tau = loss.mean_curvature(P)                                   # (k,)
+    diag = 1.0 + lam[:, None] * tau[None, :]
+    b_diag = float(n * tau.mean()) if fit_intercept else 1.0
+    b_diag = b_diag if b_diag > 0 else 1.0
+
+    def matvec(V):
+        Z = loss.hess(P, Phi @ V[:m] + V[m])
+        out = torch.cat([V[:m] + Phi.T @ Z, Z.sum(dim=0, keepdim=True)])
+        if not fit_intercept:
+            out[m] = V[m]
+        return out
+
+    def precond(R):
+        return torch.cat([R[:m] / diag, R[m:] / b_diag])
+
+    # One CG over all (m + 1) x k unknowns: the classes are coupled through the softmax.
+    shape = g.shape
+    info = conjugate_gradient(lambda v: matvec(v.reshape(shape)).reshape(-1, 1), -g.reshape(-1, 1),
+                              preconditioner=lambda r: precond(r.reshape(shape)).reshape(-1, 1),
+                              tol=cg_tol, max_iter=cg_max_iter)
+    step = info.x.reshape(shape)
+    if loss.multinomial:  # the softmax is blind to a common shift of the intercepts
+        step[m] -= step[m].mean()
+    dF = Phi @ step[:m] + step[m]
+    slope = float((g * step).sum())
+    if slope >= 0:  # not a descent direction (CG broke down): fall back to the gradient
+        step = -precond(g)
+        dF = Phi @ step[:m] + step[m]
+        slope = float((g * step).sum())
+    return step, dF, slope, info.n_iter
+
+
+def _backtrack(loss: _Loss, w, dw, F, dF, J: float, slope: float, slack: float):
+    """Armijo backtracking on ``J(t) = 0.5 ||w + t dw||^2 + L(F + t dF)``: the step length and
+    the objective there, or ``(None, None)`` when 40 halvings find no decrease."""
+    ww, wd, dd = float((w * w).sum()), float((w * dw).sum()), float((dw ** 2).sum())
+    t = 1.0
+    for _ in range(40):
+        J_new = 0.5 * (ww + 2 * t * wd + t * t * dd) + loss.value(F + t * dF)
+        if J_new <= J + 1e-4 * t * slope + slack:
+            return t, J_new
+        t *= 0.5
+    return None, None
 
 
 class KernelLogisticRegression(ClassifierMixin, KernelEstimatorMixin, BaseEstimator):
@@ -229,6 +245,20 @@ class KernelLogisticRegression(ClassifierMixin, KernelEstimatorMixin, BaseEstima
     fit_time_ : float
     """
 
+    _parameter_constraints: dict = {
+        **KERNEL_CONSTRAINTS,
+        **COMPUTE_CONSTRAINTS,
+        "C": [Interval(Real, 0, math.inf, closed="neither")],
+        "solver": [Options("auto", "newton", "nystroem")],
+        "n_components": [Interval(Integral, 1, None, closed="left")],
+        "fit_intercept": ["boolean"],
+        "max_iter": [Interval(Integral, 1, None, closed="left")],
+        "tol": [Interval(Real, 0, math.inf, closed="left")],
+        "cg_max_iter": [Interval(Integral, 1, None, closed="left")],
+        "class_weight": [dict, Options("balanced"), None],
+        "random_state": ["random_state"],
+    }
+
     def __init__(self, C=1.0, *, kernel="rbf", gamma=None, degree=3, coef0=1, kernel_params=None,
                  solver="auto", n_components=500, fit_intercept=True, max_iter=100, tol=1e-6, cg_max_iter=500,
                  class_weight=None, random_state=None, device=None, dtype=None, memory_budget=None):
@@ -250,25 +280,10 @@ class KernelLogisticRegression(ClassifierMixin, KernelEstimatorMixin, BaseEstima
         self.dtype = dtype
         self.memory_budget = memory_budget
 
-    # -- parameters ---------------------------------------------------------------------------
-    def _check_params(self) -> None:
-        owner = type(self).__name__
-        if not isinstance(self.C, numbers.Real) or isinstance(self.C, bool) or not np.isfinite(self.C) or self.C <= 0:
-            raise ValueError(f"The 'C' parameter of {owner} must be a float in the range (0, inf). Got {describe(self.C)} instead.")
-        if self.solver not in _SOLVERS:
-            raise ValueError(f"The 'solver' parameter of {owner} must be a str among {list(_SOLVERS)}. Got {self.solver!r} instead.")
-        for name in ("n_components", "max_iter", "cg_max_iter"):
-            v = getattr(self, name)
-            if not isinstance(v, numbers.Integral) or isinstance(v, bool) or v < 1:
-                raise ValueError(f"The '{name}' parameter of {owner} must be an int >= 1. Got {describe(v)} instead.")
-        if not isinstance(self.tol, numbers.Real) or isinstance(self.tol, bool) or not np.isfinite(self.tol) or self.tol < 0:
-            raise ValueError(f"The 'tol' parameter of {owner} must be a float >= 0. Got {describe(self.tol)} instead.")
-        if not isinstance(self.fit_intercept, (bool, np.bool_)):
-            raise ValueError(f"The 'fit_intercept' parameter of {owner} must be a bool. Got {describe(self.fit_intercept)} instead.")
-
     # -- fit ----------------------------------------------------------------------------------
     def fit(self, X, y, sample_weight=None):
         """Fit on ``X`` (n, d) — or the (n, n) Gram matrix for ``kernel="precomputed"`` — and labels ``y``."""
+        check_params(self)
         owner = type(self).__name__
         X, Xt, y, codes, sw, cw = _classifier_setup(self, X, y, sample_weight)
         n, n_classes = X.shape[0], len(self.classes_)

@@ -24,78 +24,80 @@ the kernel blocks are computed with torch on the fit's device.
 from __future__ import annotations
 
 import logging
-import numbers
+import math
 import time
 import warnings
 from collections import OrderedDict
+from numbers import Integral, Real
 
 import numpy as np
 import torch
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils import check_random_state
-from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_is_fitted, column_or_1d
+from sklearn.utils.validation import check_is_fitted
 
-from ..._backend import as_output, serial_if_small, to_numpy
-from ..._validation import describe
-from ...linalg import KernelOperator
-from .._base import KernelEstimatorMixin, labels_from_scores
-from .._base import class_weights as _class_weights
+from ..._backend import as_output, to_numpy
+from ..._validation import Interval, Options, check_params
+from ...linalg import KernelOperator, MemoryBudgetError, plan_rows, row_blocks
+from .._base import COMPUTE_CONSTRAINTS, KERNEL_CONSTRAINTS, KernelEstimatorMixin, labels_from_scores
+from ._common import _classifier_setup, _serial_if_small
 
 __all__ = ["KernelPerceptron"]
 
 log = logging.getLogger(__name__)
 
-_POLICIES = ("oldest", "smallest", "random")
-_MULTI = ("ovr", "multinomial")
 #: Samples scored against the support set in one kernel block.
 _MAX_BLOCK = 1024
 _MIN_BLOCK = 128
 #: Up to this many samples the Gram matrix is computed once, when it fits the memory budget.
 _SMALL_N = 2048
+_AT_LEAST_ONE = Interval(Integral, 1, None, closed="left")
 
 
-def _serial_if_small(device: torch.device, n: int, limit: int = 1000):
-    """Problems of up to ``limit`` samples run on one thread (torch and BLAS): see
-    :func:`mercer._backend.num_threads` for the measurements behind it."""
-    return serial_if_small(device, n, limit, blas=True)
+class _Weights:
+    """The perceptron during training: coefficients ``A`` (n, n_columns) and bias ``b``, the sums
+    ``U``, ``ub`` of the updates times their step index (``averaged``: Daumé's trick), the support
+    set in insertion order (for ``budget_policy="oldest"``), the step count ``t`` and the current
+    epoch's weighted mistakes and mistake count."""
 
+    def __init__(self, n: int, n_cols: int, dtype, *, averaged: bool, multinomial: bool) -> None:
+        self.A = np.zeros((n, n_cols), dtype=dtype)
+        self.b = np.zeros(n_cols, dtype=dtype)
+        self.U = np.zeros_like(self.A) if averaged else None
+        self.ub = np.zeros_like(self.b) if averaged else None
+        self.support: OrderedDict[int, None] = OrderedDict()
+        self.multinomial = multinomial
+        self.self_k = None  # k(x_i, x_i), for budget_policy="smallest"
+        self.t = 0
+        self.mistakes, self.count = 0.0, 0
 
-def _classifier_setup(est, X, y, sample_weight):
-    """Shared start of the dual classifiers' ``fit``: validated ``X`` and its tensor, labels and
-    their codes (sets ``classes_``), sample weights (ones when None) and per-class weights; the
-    parameters are checked and the kernel resolved (``kernel_``)."""
-    owner = type(est).__name__
-    X = est._validate_X(X, reset=True)
-    y, est.classes_, codes = _check_labels(owner, X, y)
-    est._check_params()
-    sw = est._sample_weight(sample_weight, X, X.shape[0])
-    cw = _class_weights(owner, est.class_weight, est.classes_, y, sw)
-    sw = np.ones(X.shape[0]) if sw is None else sw
-    est._setup_compute(X)
-    est.kernel_ = est._resolve_kernel()
-    if est.kernel_.is_precomputed and X.shape[0] != X.shape[1]:
-        raise ValueError(f"{owner} with a precomputed kernel expects a square (n, n) Gram matrix; got shape {X.shape}.")
-    return X, est._tensor(X), y, codes, sw, cw
+    def remove(self, v: int, F_rest: np.ndarray, k_rest: np.ndarray, fit_intercept: bool) -> None:
+        """Drop support vector ``v`` (its kernel column ``k_rest`` on the samples still to score)."""
+        cv = self.A[v].copy()
+        F_rest -= k_rest[:, None] * cv
+        if fit_intercept:
+            F_rest -= cv
+            self.b -= cv
+            if self.ub is not None:
+                self.ub -= self.U[v]
+        self.A[v] = 0
+        if self.U is not None:
+            self.U[v] = 0
+        del self.support[v]
 
-
-def _check_labels(owner: str, X, y):
-    if y is None:
-        raise ValueError(f"{owner} requires y to be passed, but the target y is None.")
-    y = to_numpy(y) if isinstance(y, torch.Tensor) else np.asarray(y)
-    if y.ndim == 2 and y.shape[1] == 1:
-        y = column_or_1d(y, warn=True)
-    if y.ndim != 1 or y.shape[0] != X.shape[0]:
-        raise ValueError(f"{owner}: y must be 1-D with {X.shape[0]} labels (one per sample); got shape {y.shape}.")
-    check_classification_targets(y)
-    classes, codes = np.unique(y, return_inverse=True)
-    if len(classes) < 2:
-        raise ValueError(
-            f"{owner} needs samples of at least 2 classes in the data, but the data contains only "
-            f"one class: {classes[0].item()!r}."
-        )
-    return y, classes, codes
+    def add(self, i: int, d: np.ndarray, F_rest: np.ndarray, k_rest: np.ndarray, step_index: int,
+            fit_intercept: bool) -> None:
+        """The update ``d`` of a mistake on sample ``i``, training step number ``step_index + 1``."""
+        self.A[i] += d
+        if self.U is not None:
+            self.U[i] += d * step_index
+        F_rest += k_rest[:, None] * d
+        if fit_intercept:
+            self.b += d
+            F_rest += d
+            if self.ub is not None:
+                self.ub += d * step_index
 
 
 class KernelPerceptron(ClassifierMixin, KernelEstimatorMixin, BaseEstimator):
@@ -170,6 +172,24 @@ class KernelPerceptron(ClassifierMixin, KernelEstimatorMixin, BaseEstimator):
     fit_time_ : float
     """
 
+    _parameter_constraints: dict = {
+        **KERNEL_CONSTRAINTS,
+        **COMPUTE_CONSTRAINTS,
+        "max_iter": [_AT_LEAST_ONE],
+        "tol": [Interval(Real, 0, math.inf, closed="left"), None],
+        "n_iter_no_change": [_AT_LEAST_ONE],
+        "shuffle": ["boolean"],
+        "random_state": ["random_state"],
+        "fit_intercept": ["boolean"],
+        "multi_class": [Options("ovr", "multinomial")],
+        "averaged": ["boolean"],
+        "budget": [_AT_LEAST_ONE, None],
+        "budget_policy": [Options("oldest", "smallest", "random")],
+        "class_weight": [dict, Options("balanced"), None],
+    }
+
+    _saved_private = ("_mode",)  # private state that mercer.io saves
+
     def __init__(self, *, kernel="rbf", gamma=None, degree=3, coef0=1, kernel_params=None, max_iter=20,
                  tol=1e-3, n_iter_no_change=5, shuffle=True, random_state=None, fit_intercept=True,
                  multi_class="ovr", averaged=False, budget=None, budget_policy="oldest", class_weight=None,
@@ -194,36 +214,10 @@ class KernelPerceptron(ClassifierMixin, KernelEstimatorMixin, BaseEstimator):
         self.dtype = dtype
         self.memory_budget = memory_budget
 
-    # -- parameters ---------------------------------------------------------------------------
-    def _check_params(self) -> None:
-        owner = type(self).__name__
-
-        def positive_int(name, value, allow_none=False):
-            if value is None and allow_none:
-                return
-            if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < 1:
-                raise ValueError(
-                    f"The '{name}' parameter of {owner} must be an int >= 1{' or None' if allow_none else ''}. "
-                    f"Got {describe(value)} instead."
-                )
-
-        positive_int("max_iter", self.max_iter)
-        positive_int("n_iter_no_change", self.n_iter_no_change)
-        positive_int("budget", self.budget, allow_none=True)
-        if self.tol is not None and (not isinstance(self.tol, numbers.Real) or isinstance(self.tol, bool)
-                                     or not np.isfinite(self.tol) or self.tol < 0):
-            raise ValueError(f"The 'tol' parameter of {owner} must be a float >= 0 or None. Got {describe(self.tol)} instead.")
-        if self.budget_policy not in _POLICIES:
-            raise ValueError(f"The 'budget_policy' parameter of {owner} must be a str among {list(_POLICIES)}. Got {self.budget_policy!r} instead.")
-        if self.multi_class not in _MULTI:
-            raise ValueError(f"The 'multi_class' parameter of {owner} must be a str among {list(_MULTI)}. Got {self.multi_class!r} instead.")
-        for name in ("shuffle", "fit_intercept", "averaged"):
-            if not isinstance(getattr(self, name), (bool, np.bool_)):
-                raise ValueError(f"The '{name}' parameter of {owner} must be a bool. Got {describe(getattr(self, name))} instead.")
-
     # -- fit ----------------------------------------------------------------------------------
     def fit(self, X, y, sample_weight=None):
         """Fit on ``X`` (n, d) — or the (n, n) Gram matrix for ``kernel="precomputed"`` — and labels ``y``."""
+        check_params(self)
         owner = type(self).__name__
         X, Xt, y, codes, sw, cw = _classifier_setup(self, X, y, sample_weight)
         n, n_classes = X.shape[0], len(self.classes_)
@@ -260,12 +254,23 @@ class KernelPerceptron(ClassifierMixin, KernelEstimatorMixin, BaseEstimator):
             return op.dense()
         return self.kernel_(Xt[rows], Xt[cols])
 
-    def _block_size(self, n: int, n_cols: int, itemsize: int) -> int:
-        """Samples per block: its own kernel block (and, on a budget, the block against the
-        support set) must fit the memory budget."""
+    def _block_rows(self, n: int, n_cols: int, itemsize: int) -> int:
+        """Samples per block: the largest ``B <= 1024`` whose rows fit the memory budget, each row
+        holding its ``B`` entries of the block's own kernel block and ``width`` more (scores, and on
+        a budget the kernel row against the support set), three times over (torch, numpy, a temporary)."""
         width = (self.budget or 0) + n_cols + 4
-        b = int((-width + np.sqrt(width * width + 4 * self._budget / (3 * itemsize))) / 2)
-        return max(1, min(n, _MAX_BLOCK, b))
+
+        def fits(rows: int) -> bool:
+            try:
+                return plan_rows(n, 3 * itemsize * (rows + width), budget=self._budget, max_bytes=None) >= rows
+            except MemoryBudgetError:  # not even one such row
+                return False
+
+        lo, hi = 1, max(1, min(n, _MAX_BLOCK))
+        while lo < hi:  # fits() holds up to some B and fails beyond it: bisect for that B
+            mid = (lo + hi + 1) // 2
+            lo, hi = (mid, hi) if fits(mid) else (lo, mid - 1)
+        return lo
 
     @staticmethod
     def _mistakes(F, Y, steps, multinomial: bool):
@@ -290,27 +295,19 @@ class KernelPerceptron(ClassifierMixin, KernelEstimatorMixin, BaseEstimator):
         mistake-by-mistake loop runs in numpy on small blocks (a few microseconds per update,
         where each tiny torch call, or GPU launch, would cost far more)."""
         n = Xt.shape[0]
-        dev = self._device
         npdt = np.float32 if self._dtype == torch.float32 else np.float64
         Y, steps = Y.astype(npdt), steps.astype(npdt)
         rng = check_random_state(self.random_state)
-        multinomial = self._mode == "multinomial"
-        A = np.zeros((n, n_cols), dtype=npdt)
-        b = np.zeros(n_cols, dtype=npdt)
-        U = np.zeros_like(A) if self.averaged else None  # sum of updates times their step index
-        ub = np.zeros_like(b) if self.averaged else None
-        in_support: OrderedDict[int, None] = OrderedDict()  # insertion order for "oldest"
-        self_k = None
+        w = _Weights(n, n_cols, npdt, averaged=self.averaged, multinomial=self._mode == "multinomial")
         if self.budget is not None and self.budget_policy == "smallest":
-            self_k = to_numpy(Xt.diagonal() if self.kernel_.is_precomputed else self.kernel_.diag(Xt))
-        block = cap = self._block_size(n, n_cols, Xt.element_size())
+            w.self_k = to_numpy(Xt.diagonal() if self.kernel_.is_precomputed else self.kernel_.diag(Xt))
+        block = cap = self._block_rows(n, n_cols, Xt.element_size())
         # Small problems: the whole Gram matrix once (when a quarter of the budget holds it), and
         # no kernel computation at all inside the epochs.
         G = None
         if n <= _SMALL_N and 4 * n * n * Xt.element_size() <= self._budget:
             G = to_numpy(KernelOperator(self.kernel_, Xt, memory_budget=self._budget).dense())
         total_w = float(steps.max(axis=1).sum()) or 1.0
-        t = 0
         best, stale, history = np.inf, 0, []
         stopped = False
         for _ in range(self.max_iter):
@@ -318,92 +315,84 @@ class KernelPerceptron(ClassifierMixin, KernelEstimatorMixin, BaseEstimator):
             # Each block pays for its own B x B kernel block; with few mistakes left, small blocks
             # waste less of it (the scores against the support set cost the same either way).
             if history:
-                block = max(1, min(cap, max(_MIN_BLOCK, 2 * count)))
-            mistakes, count = 0.0, 0
-            for start in range(0, n, block):
-                idx = order[start:start + block]
-                idx_t = torch.as_tensor(idx, device=dev)
-                sv = np.fromiter(in_support, dtype=np.int64, count=len(in_support))
-                # Scores of the block under the model as it stands, and the kernel rows that the
-                # mistakes inside the block (and, on a budget, the removals) will need.
-                F = np.tile(b, (len(idx), 1))
-                Kbs = None
-                if len(sv):
-                    if self.budget is not None:
-                        Kbs = G[np.ix_(idx, sv)] if G is not None else \
-                            to_numpy(self._gram(Xt, idx_t, torch.as_tensor(sv, device=dev)))
-                        F += Kbs @ A[sv]
-                    else:
-                        F += G[np.ix_(idx, sv)] @ A[sv] if G is not None else \
-                            to_numpy(self._scores(Xt, idx_t, torch.as_tensor(A[sv], device=dev), sv))
-                col_of = {int(v): c for c, v in enumerate(sv)} if Kbs is not None else {}
-                Kbb = G[np.ix_(idx, idx)] if G is not None else to_numpy(self._gram(Xt, idx_t, idx_t))
-                pos_in_block = {int(v): p for p, v in enumerate(idx)} if self.budget is not None else None
-                Yb, Sb = Y[idx], steps[idx]
-                pos = 0
-                while pos < len(idx):
-                    err, delta = self._mistakes(F[pos:], Yb[pos:], Sb[pos:], multinomial)
-                    hits = np.flatnonzero(err)
-                    if hits.size == 0:
-                        break
-                    j = pos + int(hits[0])
-                    i = int(idx[j])
-                    d = delta[j - pos]
-                    mistakes += float(Sb[j].max())
-                    count += 1
-                    if i not in in_support:
-                        if self.budget is not None and len(in_support) >= self.budget:
-                            v = self._victim(in_support, A, self_k, rng)
-                            cv = A[v].copy()
-                            kv = Kbs[j + 1:, col_of[v]] if v in col_of else Kbb[j + 1:, pos_in_block[v]]
-                            F[j + 1:] -= kv[:, None] * cv
-                            if self.fit_intercept:
-                                F[j + 1:] -= cv
-                                b -= cv
-                                if ub is not None:
-                                    ub -= U[v]
-                            A[v] = 0
-                            if U is not None:
-                                U[v] = 0
-                            del in_support[v]
-                        in_support[i] = None
-                    A[i] += d
-                    step_index = t + start + j  # this is training step number step_index + 1
-                    if U is not None:
-                        U[i] += d * step_index
-                    F[j + 1:] += Kbb[j + 1:, j, None] * d
-                    if self.fit_intercept:
-                        b += d
-                        F[j + 1:] += d
-                        if ub is not None:
-                            ub += d * step_index
-                    pos = j + 1
-            t += n
-            history.append(mistakes)
-            if mistakes == 0:
+                block = max(1, min(cap, max(_MIN_BLOCK, 2 * w.count)))
+            w.mistakes, w.count = 0.0, 0
+            for r in row_blocks(n, block, desc="KernelPerceptron epoch"):
+                self._train_block(w, Xt, G, order[r], r.start, Y, steps, rng)
+            w.t += n
+            history.append(w.mistakes)
+            if w.mistakes == 0:
                 stopped = True
                 break
             if self.tol is not None:
-                rate = mistakes / total_w
+                rate = w.mistakes / total_w
                 stale = stale + 1 if rate > best - self.tol else 0
                 best = min(best, rate)
                 if stale >= self.n_iter_no_change:
                     stopped = True
                     break
+        return self._finish(w, history, stopped)
+
+    def _train_block(self, w: _Weights, Xt, G, idx, start: int, Y, steps, rng) -> None:
+        """One block of samples ``idx`` (positions ``start, ...`` of the epoch), mistake by mistake."""
+        idx_t = torch.as_tensor(idx, device=self._device)
+        sv = np.fromiter(w.support, dtype=np.int64, count=len(w.support))
+        F, Kbs = self._block_scores(w, Xt, G, idx, idx_t, sv)
+        col_of = {int(v): c for c, v in enumerate(sv)} if Kbs is not None else {}
+        Kbb = G[np.ix_(idx, idx)] if G is not None else to_numpy(self._gram(Xt, idx_t, idx_t))
+        pos_in_block = {int(v): p for p, v in enumerate(idx)} if self.budget is not None else None
+        Yb, Sb = Y[idx], steps[idx]
+        pos = 0
+        while pos < len(idx):
+            err, delta = self._mistakes(F[pos:], Yb[pos:], Sb[pos:], w.multinomial)
+            hits = np.flatnonzero(err)
+            if hits.size == 0:
+                break
+            j = pos + int(hits[0])
+            i = int(idx[j])
+            w.mistakes += float(Sb[j].max())
+            w.count += 1
+            if i not in w.support:
+                if self.budget is not None and len(w.support) >= self.budget:
+                    v = self._victim(w.support, w.A, w.self_k, rng)
+                    kv = Kbs[j + 1:, col_of[v]] if v in col_of else Kbb[j + 1:, pos_in_block[v]]
+                    w.remove(v, F[j + 1:], kv, self.fit_intercept)
+                w.support[i] = None
+            w.add(i, delta[j - pos], F[j + 1:], Kbb[j + 1:, j], w.t + start + j, self.fit_intercept)
+            pos = j + 1
+
+    def _block_scores(self, w: _Weights, Xt, G, idx, idx_t, sv):
+        """Scores of the block under the model as it stands and, on a budget, the kernel rows
+        against the support set that removals will need."""
+        F = np.tile(w.b, (len(idx), 1))
+        Kbs = None
+        if len(sv):
+            if self.budget is not None:
+                Kbs = G[np.ix_(idx, sv)] if G is not None else \
+                    to_numpy(self._gram(Xt, idx_t, torch.as_tensor(sv, device=self._device)))
+                F += Kbs @ w.A[sv]
+            else:
+                F += G[np.ix_(idx, sv)] @ w.A[sv] if G is not None else \
+                    to_numpy(self._scores(Xt, idx_t, torch.as_tensor(w.A[sv], device=self._device), sv))
+        return F, Kbs
+
+    def _finish(self, w: _Weights, history: list, stopped: bool):
+        """Record the epochs, warn when no stopping criterion was met; the final (or averaged) weights."""
         self.n_iter_ = len(history)
         self.mistakes_per_epoch_ = np.asarray(history)
-        self.t_ = t
+        self.t_ = w.t
         if not stopped:
             warnings.warn(
                 f"{type(self).__name__}: still {history[-1]:g} weighted mistakes in the last of "
                 f"max_iter={self.max_iter} epochs (no stopping criterion met); increase max_iter, or "
                 "the data may not be separable with this kernel (try averaged=True).",
-                ConvergenceWarning, stacklevel=3,
+                ConvergenceWarning, stacklevel=4,
             )
-        if U is not None:  # average of the weights after each of the t steps
-            A = A - U / t
-            b = b - ub / t
-        return torch.as_tensor(A, device=dev), torch.as_tensor(b, device=dev)
+        A, b = w.A, w.b
+        if w.U is not None:  # average of the weights after each of the t steps
+            A = A - w.U / w.t
+            b = b - w.ub / w.t
+        return torch.as_tensor(A, device=self._device), torch.as_tensor(b, device=self._device)
 
     def _scores(self, Xt, idx_t, coef, sv) -> torch.Tensor:
         """``K(X[idx], X[sv]) @ coef``, blocked by the memory budget."""

@@ -28,6 +28,7 @@ from __future__ import annotations
 import logging
 import math
 import warnings
+from numbers import Integral, Real
 
 import numpy as np
 import scipy.optimize
@@ -38,11 +39,12 @@ from sklearn.preprocessing import LabelBinarizer
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, column_or_1d
 
-from ..._backend import make_generator, to_numpy
-from ..._validation import describe
+from ..._backend import to_numpy
+from ..._validation import Interval, Options, check_params, describe
+from ...approx import Nystroem
 from ...kernels import RBF, Kernel, Scaled, Sum, resolve_kernel
-from ...linalg import MemoryBudgetError, format_bytes
-from .._base import KernelEstimatorMixin
+from ...linalg import MemoryBudgetError, format_bytes, plan_rows, row_blocks
+from .._base import COMPUTE_CONSTRAINTS, KernelEstimatorMixin
 from ..ridge import KernelRidge, KernelRidgeClassifier
 
 __all__ = ["MKLRegressor", "MKLClassifier", "alignf_weights", "kernel_statistics"]
@@ -74,28 +76,31 @@ def kernel_statistics(kernels, X: torch.Tensor, Y: torch.Tensor, *, budget: int,
             for j in range(i + 1):
                 F[i, j] = F[j, i] = float(((Pi.T @ features[j]) ** 2).sum())
     else:
-        item = X.element_size()
-        rows = int(budget // max(1, (p + 2) * n * item))
-        if rows < 1:
-            raise MemoryBudgetError(
-                f"multiple kernel learning: one row of the {p} base kernels needs {format_bytes((p + 2) * n * item)}, "
-                f"more than the memory budget {format_bytes(budget)}; use n_components (Nyström features).")
-        for s in range(0, n, rows):
-            sl = slice(s, min(n, s + rows))
-            tiles = [k(X[sl], X) for k in kernels]
-            for i, T in enumerate(tiles):
-                R[i, sl] = T.sum(1).double().cpu()
-                tr[i] += float(T[:, sl].diagonal().sum())
-                a[i] += float((Yc[sl] * (T @ Yc)).sum())
-                for j in range(i + 1):
-                    v = float((T * tiles[j]).sum())
-                    F[i, j] += v
-                    if i != j:
-                        F[j, i] += v
-            del tiles
+        _accumulate_kernel_rows(kernels, X, Yc, budget, F, R, tr, a)
     s_ = R.sum(1)
     Fc = F - 2.0 * (R @ R.T) / n + torch.outer(s_, s_) / n**2
     return {"F": F.numpy(), "r": R.numpy(), "trace": tr.numpy(), "a": a.numpy(), "Fc": Fc.numpy()}
+
+
+def _accumulate_kernel_rows(kernels, X, Yc, budget, F, R, tr, a) -> None:
+    """The statistics of :func:`kernel_statistics` from row blocks of the base kernel matrices."""
+    n, p = X.shape[0], len(kernels)
+    # a row of the block holds its row of each of the p base kernels, and two temporaries
+    rows = plan_rows(n, (p + 2) * n * X.element_size(), budget=budget, max_bytes=None,
+                     what=f"multiple kernel learning (a block of rows of the {p} exact base kernels; n_components= "
+                          "uses Nyström features instead)")
+    for sl in row_blocks(n, rows, desc="base kernel statistics"):
+        tiles = [k(X[sl], X) for k in kernels]
+        for i, T in enumerate(tiles):
+            R[i, sl] = T.sum(1).double().cpu()
+            tr[i] += float(T[:, sl].diagonal().sum())
+            a[i] += float((Yc[sl] * (T @ Yc)).sum())
+            for j in range(i + 1):
+                v = float((T * tiles[j]).sum())
+                F[i, j] += v
+                if i != j:
+                    F[j, i] += v
+        del tiles
 
 
 def alignf_weights(M: np.ndarray, a: np.ndarray) -> np.ndarray:
@@ -163,39 +168,38 @@ def easymkl_gamma(matvec, y: torch.Tensor, lam: float, *, max_iter: int = 2000, 
 
 # -- Nyström features -----------------------------------------------------------------------------
 class _NystroemMap:
-    """Nyström features of one base kernel: :class:`mercer.approx.Nystroem` when available, else
-    ``Phi(x) = k(x, C) U diag(lambda)^{-1/2}`` on uniform landmarks C (same construction)."""
+    """Nyström features of one base kernel (:class:`mercer.approx.Nystroem`, fitted in ``est``)."""
 
     def __init__(self, kernel, n_components, random_state, budget):
         self.kernel, self.n_components, self.random_state, self.budget = kernel, n_components, random_state, budget
 
     def fit(self, X: torch.Tensor):
-        try:
-            from ...approx import Nystroem
-        except ImportError:  # the approximations module is optional here
-            Nystroem = None
-        if Nystroem is not None:
-            self.est = Nystroem(kernel=self.kernel, n_components=self.n_components, random_state=self.random_state,
-                                device=X.device, dtype=X.dtype, memory_budget=self.budget).fit(X)
-            return self
-        self.est = None
-        gen = make_generator(self.random_state)
-        idx = torch.randperm(X.shape[0], generator=gen)[: self.n_components].to(X.device)
-        self.C = X[idx]
-        lam, U = torch.linalg.eigh(self.kernel(self.C))
-        keep = lam > lam.max() * 1e-10
-        self.W = U[:, keep] / torch.sqrt(lam[keep])
+        self.est = Nystroem(kernel=self.kernel, n_components=self.n_components, random_state=self.random_state,
+                            device=X.device, dtype=X.dtype, memory_budget=self.budget).fit(X)
         return self
 
     def transform(self, X: torch.Tensor) -> torch.Tensor:
-        if self.est is not None:
-            return self.est.transform(X)
-        return self.kernel(X, self.C) @ self.W
+        return self.est.transform(X)
 
 
 # -- estimators -----------------------------------------------------------------------------------
+#: Parameters shared by both MKL estimators (``alpha`` is checked again by the final ridge model).
+_MKL_CONSTRAINTS: dict = {
+    **COMPUTE_CONSTRAINTS,
+    "kernels": ["array-like", None],  # non-empty, of kernels: checked when they are resolved
+    "alpha": [Interval(Real, 0, None, closed="left"), "array-like"],
+    "normalize": ["boolean"],
+    "n_components": [Interval(Integral, 1, None, closed="left"), None],
+    "random_state": ["random_state"],
+}
+
+
 class _MKLBase(KernelEstimatorMixin, BaseEstimator):
-    _METHODS = ("alignf",)
+    """Base kernels, their learned weights and the combined kernel, shared by both MKL estimators."""
+
+    # private state that mercer.io saves (the Nystroem maps of n_components are not storable: such a
+    # model is refused by save, as before, rather than saved without them)
+    _saved_private = ("_maps",)
 
     def _base_kernels(self, n_features: int) -> list[Kernel]:
         owner = type(self).__name__
@@ -210,19 +214,8 @@ class _MKLBase(KernelEstimatorMixin, BaseEstimator):
             raise ValueError(f"{owner}: precomputed base kernels are not supported; pass kernels on features.")
         return out
 
-    def _check_common(self):
-        owner = type(self).__name__
-        if self.method not in self._METHODS:
-            raise ValueError(f"The 'method' parameter of {owner} must be one of {list(self._METHODS)}. Got {self.method!r} instead.")
-        if not isinstance(self.normalize, (bool, np.bool_)):
-            raise ValueError(f"The 'normalize' parameter of {owner} must be a bool. Got {self.normalize!r} instead.")
-        nc = self.n_components
-        if nc is not None and (not isinstance(nc, (int, np.integer)) or isinstance(nc, bool) or nc < 1):
-            raise ValueError(f"The 'n_components' parameter of {owner} must be an int >= 1 or None. Got {nc!r} instead.")
-
     def _learn(self, X, Y: np.ndarray, y_labels=None):
         """Fit weights_ and the combined kernel_; returns the training representation."""
-        self._check_common()
         self._setup_compute(X)
         Xt = self._tensor(X)
         n = Xt.shape[0]
@@ -321,6 +314,8 @@ class MKLRegressor(MultiOutputMixin, RegressorMixin, _MKLBase):
     estimator_ : KernelRidge
     """
 
+    _parameter_constraints: dict = {**_MKL_CONSTRAINTS, "method": [Options("alignf")]}
+
     def __init__(self, kernels=None, *, method="alignf", alpha=1.0, normalize=True, n_components=None,
                  random_state=None, device=None, dtype=None, memory_budget=None):
         self.kernels = kernels
@@ -334,6 +329,7 @@ class MKLRegressor(MultiOutputMixin, RegressorMixin, _MKLBase):
         self.memory_budget = memory_budget
 
     def fit(self, X, y):
+        check_params(self)
         X = self._validate_X(X, reset=True)
         y = self._validate_y(y, X.shape[0])
         Z = self._learn(X, y.reshape(len(y), -1))
@@ -376,7 +372,12 @@ class MKLClassifier(ClassifierMixin, _MKLBase):
         Most projected-gradient iterations of EasyMKL's QP (1 for ALIGNF, which has none).
     """
 
-    _METHODS = ("easymkl", "alignf")
+    _parameter_constraints: dict = {
+        **_MKL_CONSTRAINTS,
+        "method": [Options("easymkl", "alignf")],
+        "lam": [Interval(Real, 0, 1, closed="both")],
+        "max_iter": [Interval(Integral, 1, None, closed="left")],
+    }
 
     def __init__(self, kernels=None, *, method="easymkl", lam=0.1, alpha=1.0, normalize=True, n_components=None,
                  max_iter=2000, random_state=None, device=None, dtype=None, memory_budget=None):
@@ -393,6 +394,7 @@ class MKLClassifier(ClassifierMixin, _MKLBase):
         self.memory_budget = memory_budget
 
     def fit(self, X, y):
+        check_params(self)
         owner = type(self).__name__
         X = self._validate_X(X, reset=True)
         if y is None:
@@ -403,11 +405,6 @@ class MKLClassifier(ClassifierMixin, _MKLBase):
         if y.ndim != 1 or y.shape[0] != X.shape[0]:
             raise ValueError(f"y must be 1-D with {X.shape[0]} labels; got shape {y.shape}.")
         check_classification_targets(y)
-        lam = self.lam
-        if not isinstance(lam, (int, float, np.floating)) or isinstance(lam, bool) or not 0 <= lam <= 1:
-            raise ValueError(f"The 'lam' parameter of {owner} must be a float in the range [0, 1]. Got {lam!r} instead.")
-        if not isinstance(self.max_iter, (int, np.integer)) or isinstance(self.max_iter, bool) or self.max_iter < 1:
-            raise ValueError(f"The 'max_iter' parameter of {owner} must be an int >= 1. Got {self.max_iter!r} instead.")
         binarizer = LabelBinarizer(pos_label=1, neg_label=-1)
         Y = binarizer.fit_transform(y).astype(np.float64)
         self.classes_ = binarizer.classes_

@@ -17,8 +17,9 @@ neighbours.
 
 from __future__ import annotations
 
-import numbers
+import math
 import warnings
+from numbers import Integral, Real
 
 import numpy as np
 import torch
@@ -27,9 +28,9 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, column_or_1d
 
 from ..._backend import as_output, to_numpy
-from ..._validation import describe, is_torch
-from ...linalg import plan_blocks
-from .._base import KernelEstimatorMixin, labels_like
+from ..._validation import Interval, Options, check_at_most, check_param, check_params, is_torch
+from ...linalg import plan_blocks, row_blocks
+from .._base import COMPUTE_CONSTRAINTS, KERNEL_CONSTRAINTS, KernelEstimatorMixin, labels_like
 
 __all__ = [
     "KernelKNeighborsClassifier",
@@ -40,6 +41,15 @@ __all__ = [
 
 #: Largest tile of distances computed at once.
 _TILE_BYTES = 64 * 2**20
+
+_N_NEIGHBORS = [Interval(Integral, 1, None, closed="left")]
+_RADIUS = [Interval(Real, 0, math.inf, closed="left")]
+#: Parameters shared by the four estimators.
+_NEIGHBORS_CONSTRAINTS: dict = {
+    **KERNEL_CONSTRAINTS,
+    **COMPUTE_CONSTRAINTS,
+    "weights": [Options("uniform", "distance"), "callable"],
+}
 
 
 def _get_weights(dist: np.ndarray, weights):
@@ -63,18 +73,17 @@ class _NeighborsBase(KernelEstimatorMixin, BaseEstimator):
     """Fitting and blocked neighbour search shared by the four estimators."""
 
     _classifier = False
+    _saved_private = ("_y",)  # private state that mercer.io saves
 
-    # -- checks ----------------------------------------------------------------------------------
-    def _check_weights(self):
-        w = self.weights
-        if not (callable(w) or (isinstance(w, str) and w in ("uniform", "distance"))):
-            raise ValueError(f"The 'weights' parameter of {type(self).__name__} must be 'uniform', 'distance' or a "
-                             f"callable. Got {w!r} instead.")
+    def _after_load(self) -> None:
+        """After :func:`mercer.io.load`: the memory budget and ``k(x, x)`` of the training points."""
+        super()._after_load()
+        self._diag_fit = self.kernel_.diag(self.X_fit_)
 
     def _fit(self, X, y):
+        check_params(self)
         owner = type(self).__name__
         Xv = self._validate_X(X, reset=True)
-        self._check_weights()
         self._setup_compute(Xv)
         self.kernel_ = self._resolve_kernel()
         if self.kernel_.is_precomputed:
@@ -125,15 +134,13 @@ class _NeighborsBase(KernelEstimatorMixin, BaseEstimator):
         q_diag = self.kernel_.diag(Q)
         out_d = torch.empty(nq, k, dtype=Q.dtype, device=Q.device)
         out_i = torch.empty(nq, k, dtype=torch.long, device=Q.device)
-        for i in range(0, nq, rows):
-            r = slice(i, min(i + rows, nq))
+        for r in row_blocks(nq, rows, desc="nearest neighbours"):
             best_d = best_i = None
-            for j in range(0, n, cols):
-                c = slice(j, min(j + cols, n))
+            for c in row_blocks(n, cols):  # training samples, in blocks of columns
                 D = self._dist2(Q[r], q_diag[r], c)
                 kk = min(k, D.shape[1])
                 vals, idx = _smallest(D, kk)
-                idx = idx + j
+                idx = idx + c.start
                 if best_d is None:
                     best_d, best_i = vals, idx
                 else:
@@ -142,16 +149,15 @@ class _NeighborsBase(KernelEstimatorMixin, BaseEstimator):
         return out_d, out_i
 
     def _check_k(self, n_neighbors, query_is_train):
+        """``n_neighbors`` (the parameter or ``kneighbors``'s argument) checked against the training
+        set; a query on the training set excludes each sample itself, so it leaves one fewer."""
         owner = type(self).__name__
-        if not isinstance(n_neighbors, numbers.Integral) or isinstance(n_neighbors, bool) or n_neighbors < 1:
-            raise ValueError(f"The 'n_neighbors' parameter of {owner} must be an int in the range [1, inf). "
-                             f"Got {describe(n_neighbors)} instead.")
+        check_param(owner, "n_neighbors", n_neighbors, _N_NEIGHBORS)
         n = self.n_samples_fit_
-        need = n_neighbors + int(query_is_train)
-        if need > n:
-            raise ValueError(f"Expected n_neighbors <= n_samples_fit, but n_neighbors = {need}, n_samples_fit = {n}, "
-                             f"n_samples = {n} ({owner}" + (": a query on the training set excludes each sample itself)"
-                                                            if query_is_train else ")"))
+        if query_is_train:
+            check_at_most(owner, "n_neighbors", n_neighbors, n - 1, "n_samples - 1")
+        else:
+            check_at_most(owner, "n_neighbors", n_neighbors, n, "n_samples")
         return int(n_neighbors)
 
     def kneighbors(self, X=None, n_neighbors=None, return_distance=True):
@@ -177,10 +183,27 @@ class _NeighborsBase(KernelEstimatorMixin, BaseEstimator):
 
     # -- radius ----------------------------------------------------------------------------------
     def _check_radius(self, radius):
-        if not isinstance(radius, numbers.Real) or isinstance(radius, bool) or not radius >= 0 or not np.isfinite(radius):
-            raise ValueError(f"The 'radius' parameter of {type(self).__name__} must be a float in the range [0, inf). "
-                             f"Got {describe(radius)} instead.")
+        check_param(type(self).__name__, "radius", radius, _RADIUS)
         return float(radius)
+
+    def _within(self, Q, q_diag, r2, cols):
+        """Per query of the block ``Q``: lists of the distances and indices of the training samples
+        at squared distance ``<= r2``, one array per block of training columns that has any."""
+        nb = Q.shape[0]
+        parts_d, parts_i = [[] for _ in range(nb)], [[] for _ in range(nb)]
+        for c in row_blocks(self.n_samples_fit_, cols):  # training samples, in blocks of columns
+            D = self._dist2(Q, q_diag, c)
+            hit = torch.nonzero(D <= r2)
+            if not hit.numel():
+                continue
+            vals = to_numpy(D[hit[:, 0], hit[:, 1]].sqrt_()).astype(np.float64)
+            qi, ti = to_numpy(hit[:, 0]), to_numpy(hit[:, 1]) + c.start
+            splits = np.searchsorted(qi, np.arange(1, nb))
+            for q, (dv, iv) in enumerate(zip(np.split(vals, splits), np.split(ti, splits))):
+                if len(iv):
+                    parts_d[q].append(dv)
+                    parts_i[q].append(iv)
+        return parts_d, parts_i
 
     def radius_neighbors(self, X=None, radius=None, return_distance=True, sort_results=False):
         """Training samples within ``radius`` (feature-space distance ``<= radius``) of each query.
@@ -193,37 +216,23 @@ class _NeighborsBase(KernelEstimatorMixin, BaseEstimator):
         r = self._check_radius(self.radius if radius is None else radius)
         if sort_results and not return_distance:
             raise ValueError("return_distance must be True if sort_results is True.")
-        nq, n = Q.shape[0], self.n_samples_fit_
+        nq = Q.shape[0]
         rows, cols = self._plan(nq, 2)
         q_diag = self.kernel_.diag(Q)
-        r2 = r * r
         dist = np.empty(nq, dtype=object)
         ind = np.empty(nq, dtype=object)
-        for i in range(0, nq, rows):
-            rs = slice(i, min(i + rows, nq))
-            parts_d, parts_i = [[] for _ in range(rs.stop - i)], [[] for _ in range(rs.stop - i)]
-            for j in range(0, n, cols):
-                D = self._dist2(Q[rs], q_diag[rs], slice(j, min(j + cols, n)))
-                hit = torch.nonzero(D <= r2)
-                if not hit.numel():
-                    continue
-                vals = to_numpy(D[hit[:, 0], hit[:, 1]].sqrt_()).astype(np.float64)
-                qi, ti = to_numpy(hit[:, 0]), to_numpy(hit[:, 1]) + j
-                splits = np.searchsorted(qi, np.arange(1, rs.stop - i))
-                for q, (dv, iv) in enumerate(zip(np.split(vals, splits), np.split(ti, splits))):
-                    if len(iv):
-                        parts_d[q].append(dv)
-                        parts_i[q].append(iv)
-            for q in range(rs.stop - i):
+        for rs in row_blocks(nq, rows, desc="radius neighbours"):
+            parts_d, parts_i = self._within(Q[rs], q_diag[rs], r * r, cols)
+            for q in range(rs.stop - rs.start):
                 dq = np.concatenate(parts_d[q]) if parts_d[q] else np.zeros(0)
                 iq = np.concatenate(parts_i[q]) if parts_i[q] else np.zeros(0, dtype=np.intp)
                 if query_is_train:
-                    keep = iq != i + q
+                    keep = iq != rs.start + q
                     dq, iq = dq[keep], iq[keep]
                 if sort_results:
                     order = np.lexsort((iq, dq))
                     dq, iq = dq[order], iq[order]
-                dist[i + q], ind[i + q] = dq, iq.astype(np.intp)
+                dist[rs.start + q], ind[rs.start + q] = dq, iq.astype(np.intp)
         return (dist, ind) if return_distance else ind
 
     def __sklearn_tags__(self):
@@ -282,6 +291,8 @@ class KernelKNeighborsClassifier(_KNeighborsMixin, ClassifierMixin, _NeighborsBa
 
     _classifier = True
 
+    _parameter_constraints: dict = {**_NEIGHBORS_CONSTRAINTS, "n_neighbors": _N_NEIGHBORS}
+
     def __init__(self, n_neighbors=5, *, weights="uniform", kernel="linear", gamma=None, degree=3, coef0=1,
                  kernel_params=None, device=None, dtype=None, memory_budget=None):
         self.n_neighbors = n_neighbors
@@ -330,6 +341,8 @@ class KernelKNeighborsClassifier(_KNeighborsMixin, ClassifierMixin, _NeighborsBa
 class KernelKNeighborsRegressor(_KNeighborsMixin, MultiOutputMixin, RegressorMixin, _NeighborsBase):
     """k-nearest-neighbours regression (weighted mean of the neighbours' targets) with feature-space
     distances. Parameters as :class:`KernelKNeighborsClassifier`; ``y`` may be (n,) or (n, t)."""
+
+    _parameter_constraints: dict = {**_NEIGHBORS_CONSTRAINTS, "n_neighbors": _N_NEIGHBORS}
 
     def __init__(self, n_neighbors=5, *, weights="uniform", kernel="linear", gamma=None, degree=3, coef0=1,
                  kernel_params=None, device=None, dtype=None, memory_budget=None):
@@ -384,6 +397,9 @@ class KernelRadiusNeighborsClassifier(ClassifierMixin, _NeighborsBase):
 
     _classifier = True
 
+    # outlier_label: any single label, checked against the classes in fit
+    _parameter_constraints: dict = {**_NEIGHBORS_CONSTRAINTS, "radius": _RADIUS}
+
     def __init__(self, radius=1.0, *, weights="uniform", outlier_label=None, kernel="linear", gamma=None,
                  degree=3, coef0=1, kernel_params=None, device=None, dtype=None, memory_budget=None):
         self.radius = radius
@@ -400,7 +416,6 @@ class KernelRadiusNeighborsClassifier(ClassifierMixin, _NeighborsBase):
 
     def fit(self, X, y):
         self._fit(X, y)
-        self._check_radius(self.radius)
         ol = self.outlier_label
         if ol is None:
             self.outlier_label_ = None
@@ -463,6 +478,8 @@ class KernelRadiusNeighborsRegressor(MultiOutputMixin, RegressorMixin, _Neighbor
     :class:`KernelRadiusNeighborsClassifier` without ``outlier_label``.
     """
 
+    _parameter_constraints: dict = {**_NEIGHBORS_CONSTRAINTS, "radius": _RADIUS}
+
     def __init__(self, radius=1.0, *, weights="uniform", kernel="linear", gamma=None, degree=3, coef0=1,
                  kernel_params=None, device=None, dtype=None, memory_budget=None):
         self.radius = radius
@@ -478,7 +495,6 @@ class KernelRadiusNeighborsRegressor(MultiOutputMixin, RegressorMixin, _Neighbor
 
     def fit(self, X, y):
         self._fit(X, y)
-        self._check_radius(self.radius)
         return self
 
     def predict(self, X):

@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+from numbers import Real
 
 import numpy as np
 import torch
@@ -26,12 +27,11 @@ from sklearn.base import BaseEstimator, MultiOutputMixin, RegressorMixin
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
-from ..._validation import describe
-from ...kernels._learnable import LearnableKernel
+from ..._validation import Interval, Options, check_params
+from ...kernels import LearnableKernel
 from ...linalg import MemoryBudgetError, format_bytes
-from .._base import KernelEstimatorMixin
-from .._hyperopt import check_optimizer_params, optimize, report
-from ..gp._gp import _chol
+from .._base import COMPUTE_CONSTRAINTS, KERNEL_CONSTRAINTS, KernelEstimatorMixin
+from .._hyperopt import OPTIMIZER_CONSTRAINTS, check_bounds, chol_with_jitter, optimize, report
 from ._exact import KernelRidge
 
 __all__ = ["KernelRidgeCV", "loo_residuals"]
@@ -44,7 +44,7 @@ def _cv_terms(lk, theta_k, alpha, X, Y, cache):
     n = X.shape[0]
     eye = torch.eye(n, dtype=X.dtype, device=X.device)
     A = lk.gram(theta_k, X, X, cache) + alpha * eye
-    L = _chol(A)
+    L = chol_with_jitter(A)
     C = torch.cholesky_solve(Y, L)
     Linv = torch.linalg.solve_triangular(L, eye, upper=False)
     return C, (Linv * Linv).sum(0)
@@ -114,6 +114,18 @@ class KernelRidgeCV(MultiOutputMixin, RegressorMixin, KernelEstimatorMixin, Base
         Log-hyperparameters (kernel, then ``alpha``).
     """
 
+    _parameter_constraints: dict = {
+        **KERNEL_CONSTRAINTS,
+        **COMPUTE_CONSTRAINTS,
+        **OPTIMIZER_CONSTRAINTS,
+        "alpha": [Interval(Real, 0, None, closed="neither")],
+        "learn_alpha": ["boolean"],
+        "objective": [Options("loo", "gcv")],
+        "hyperparameter_bounds": ["array-like"],  # a pair (low, high): checked by check_bounds in fit
+        "alpha_bounds": ["array-like"],
+        "random_state": ["random_state"],
+    }
+
     def __init__(self, alpha=1.0, *, kernel="rbf", gamma=None, degree=3, coef0=1, kernel_params=None,
                  learn_alpha=True, objective="loo", optimizer="lbfgs", n_restarts_optimizer=0, max_iter=100,
                  hyperparameter_bounds=(1e-5, 1e5), alpha_bounds=(1e-8, 1e5), random_state=None,
@@ -136,33 +148,23 @@ class KernelRidgeCV(MultiOutputMixin, RegressorMixin, KernelEstimatorMixin, Base
         self.dtype = dtype
         self.memory_budget = memory_budget
 
-    def _check_params(self):
-        from ..gp._gp import _check_bounds, _positive_float
-
-        owner = type(self).__name__
-        check_optimizer_params(self)
-        _positive_float(owner, "alpha", self.alpha)
-        if self.objective not in ("loo", "gcv"):
-            raise ValueError(f"The 'objective' parameter of {owner} must be one of ['loo', 'gcv']. Got {self.objective!r} instead.")
-        if not isinstance(self.learn_alpha, (bool, np.bool_)):
-            raise ValueError(f"The 'learn_alpha' parameter of {owner} must be a bool. Got {describe(self.learn_alpha)} instead.")
-        return (_check_bounds(owner, "hyperparameter_bounds", self.hyperparameter_bounds),
-                _check_bounds(owner, "alpha_bounds", self.alpha_bounds))
-
     def fit(self, X, y):
         """Learn the hyperparameters on ``(X, y)``, then fit ``estimator_`` with them."""
+        check_params(self)
+        owner = type(self).__name__
+        bounds_k = check_bounds(owner, "hyperparameter_bounds", self.hyperparameter_bounds)
+        bounds_a = check_bounds(owner, "alpha_bounds", self.alpha_bounds)
         X = self._validate_X(X, reset=True)
         y = self._validate_y(y, X.shape[0])
-        bounds_k, bounds_a = self._check_params()
         self._setup_compute(X)
         kernel = self._resolve_kernel()
         if kernel.is_precomputed:
-            raise ValueError(f"{type(self).__name__} learns kernel hyperparameters: kernel='precomputed' is not supported.")
+            raise ValueError(f"{owner} learns kernel hyperparameters: kernel='precomputed' is not supported.")
         n = X.shape[0]
         need = 4 * n * n * torch.finfo(self._dtype).bits // 8
         if need > self._budget:
             raise MemoryBudgetError(
-                f"{type(self).__name__}: the closed-form leave-one-out error holds 4 matrices of {n} x {n} "
+                f"{owner}: the closed-form leave-one-out error holds 4 matrices of {n} x {n} "
                 f"({format_bytes(need)}), more than the memory budget of {format_bytes(self._budget)}; "
                 "subsample for the hyperparameter search, or raise memory_budget.")
         Xt = self._tensor(X)
@@ -183,22 +185,8 @@ class KernelRidgeCV(MultiOutputMixin, RegressorMixin, KernelEstimatorMixin, Base
             return _cv_error(C, dinv, alpha, self.objective)
 
         self.hyperparameter_names_ = names
-        self.optimizer_results_ = []
         t0 = time.perf_counter()
-        if self.optimizer is not None and theta.size:
-            best, runs = optimize(loss, theta, bounds, method=self.optimizer, max_iter=self.max_iter,
-                                  n_restarts=self.n_restarts_optimizer, rng=check_random_state(self.random_state),
-                                  dtype=self._dtype, device=self._device)
-            self.optimizer_results_ = [r.as_dict() for r in runs]
-            self.n_evals_ = int(sum(r.n_evals for r in runs))
-            report(best, runs, names, bounds, owner=type(self).__name__,
-                   what=f"{self.objective.upper()} error", maximised=False)
-            theta, self.cv_error_ = best.theta, float(best.loss)
-            self.n_iter_ = max(1, int(best.n_iter))
-        else:
-            with torch.no_grad():
-                self.cv_error_ = float(loss(torch.as_tensor(theta, dtype=self._dtype, device=self._device)))
-            self.n_evals_ = self.n_iter_ = 1
+        theta = self._search(loss, theta, bounds, names)
         del cache
         self.learning_time_ = time.perf_counter() - t0
         self.theta_ = np.asarray(theta, dtype=np.float64)
@@ -207,6 +195,26 @@ class KernelRidgeCV(MultiOutputMixin, RegressorMixin, KernelEstimatorMixin, Base
         self.estimator_ = KernelRidge(alpha=self.alpha_, kernel=self.kernel_, solver="dual", device=self._device,
                                       dtype=self._dtype, memory_budget=self.memory_budget).fit(X, y)
         return self
+
+    def _search(self, loss, theta: np.ndarray, bounds: np.ndarray, names: list) -> np.ndarray:
+        """Minimise ``loss`` from ``theta`` (or only evaluate it, without an optimizer); sets
+        ``optimizer_results_``, ``n_evals_``, ``n_iter_`` and ``cv_error_``; returns the best theta."""
+        self.optimizer_results_ = []
+        if self.optimizer is not None and theta.size:
+            best, runs = optimize(loss, theta, bounds, method=self.optimizer, max_iter=self.max_iter,
+                                  n_restarts=self.n_restarts_optimizer, rng=check_random_state(self.random_state),
+                                  dtype=self._dtype, device=self._device)
+            self.optimizer_results_ = [r.as_dict() for r in runs]
+            self.n_evals_ = int(sum(r.n_evals for r in runs))
+            report(best, runs, names, bounds, owner=type(self).__name__,
+                   what=f"{self.objective.upper()} error", maximised=False)
+            self.cv_error_ = float(best.loss)
+            self.n_iter_ = max(1, int(best.n_iter))
+            return best.theta
+        with torch.no_grad():
+            self.cv_error_ = float(loss(torch.as_tensor(theta, dtype=self._dtype, device=self._device)))
+        self.n_evals_ = self.n_iter_ = 1
+        return theta
 
     @property
     def dual_coef_(self):

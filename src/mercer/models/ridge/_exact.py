@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import time
+from numbers import Real
 
 import numpy as np
 import torch
@@ -22,10 +23,10 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, column_or_1d
 
 from ..._backend import as_output, to_numpy
-from ..._validation import describe
+from ..._validation import Interval, Options, check_params, describe
 from ...approx import explicit_feature_map
-from ...linalg import KernelOperator, MemoryBudgetError, format_bytes, jittered_cholesky
-from .._base import KernelEstimatorMixin, labels_from_scores
+from ...linalg import KernelOperator, MemoryBudgetError, format_bytes, jittered_cholesky, plan_rows, row_blocks
+from .._base import COMPUTE_CONSTRAINTS, KERNEL_CONSTRAINTS, KernelEstimatorMixin, labels_from_scores
 
 __all__ = ["KernelRidge", "KernelRidgeClassifier"]
 
@@ -38,7 +39,12 @@ _APPROX_HINT = (
 )
 
 
+#: mercer's compute parameters, ``dtype`` also as a torch or numpy dtype, as ``resolve_dtype`` takes it
+#: (KernelRidgeCV and MKL pass their resolved torch dtype to the KernelRidge they fit).
+
+
 def _check_alpha(alpha, n_targets: int, owner: str) -> np.ndarray:
+    """``alpha`` as one float per target (the table admits a float or an array; this checks the array)."""
     arr = np.atleast_1d(np.asarray(alpha, dtype=np.float64)) if not isinstance(alpha, str) else None
     if arr is None or arr.ndim != 1 or not np.all(np.isfinite(arr)) or np.any(arr < 0):
         raise ValueError(
@@ -49,21 +55,36 @@ def _check_alpha(alpha, n_targets: int, owner: str) -> np.ndarray:
         return np.full(n_targets, arr[0])
     if arr.size != n_targets:
         raise ValueError(
-            f"{owner}: alpha has {arr.size} values but y has {n_targets} targets; give one alpha "
-            "or one per target."
+            f"The 'alpha' parameter of {owner} must be a float or an array of {n_targets} floats, one per "
+            f"target. Got {arr.size} values instead."
         )
     return arr
 
 
 class _KernelRidgeBase(KernelEstimatorMixin, BaseEstimator):
-    _SOLVERS = ("auto", "dual", "primal")
+    _parameter_constraints: dict = {
+        **KERNEL_CONSTRAINTS,
+        **COMPUTE_CONSTRAINTS,
+        "alpha": [Interval(Real, 0, None, closed="left"), "array-like"],
+        "solver": [Options("auto", "dual", "primal")],
+    }
+
+    def _after_load(self) -> None:
+        """After :func:`mercer.io.load`: the memory budget, and the primal solver's explicit feature
+        map (a pure function of ``kernel_``)."""
+        super()._after_load()
+        if getattr(self, "solver_", None) == "primal":
+            phi = explicit_feature_map(self.kernel_, self.n_features_in_)
+            if phi is None or phi.dim != self.coef_.shape[0]:
+                raise ValueError(f"{type(self).__name__}: the saved primal coefficients do not match the kernel's "
+                                 "feature map.")
+            self._phi = phi
 
     # -- fit ----------------------------------------------------------------------------------
     def _fit_targets(self, X, Y: np.ndarray, sample_weight):
-        """Fit every column of ``Y`` (n, t); sets the fitted state shared by both estimators."""
+        """Fit every column of ``Y`` (n, t); sets the fitted state shared by both estimators
+        (``fit`` has checked the parameter table)."""
         owner = type(self).__name__
-        if self.solver not in self._SOLVERS:
-            raise ValueError(f"The 'solver' parameter of {owner} must be a str among {list(self._SOLVERS)}. Got {self.solver!r} instead.")
         alphas = _check_alpha(self.alpha, Y.shape[1], owner)
         self._setup_compute(X)
         self.kernel_ = self._resolve_kernel()
@@ -137,15 +158,17 @@ class _KernelRidgeBase(KernelEstimatorMixin, BaseEstimator):
                 f"{type(self).__name__}: the primal solve holds a {D} x {D} matrix, more than the "
                 f"memory budget of {format_bytes(self._budget)}; use solver='dual' or raise memory_budget."
             )
-        rows = max(1, min(n, int((self._budget - D * D * item) // (3 * D * item + 1))))
+        # Each block holds its features, their weighted copy and a product's worth: 3 D per row.
+        rows = plan_rows(n, 3 * D * item, budget=self._budget, fixed_bytes=D * D * item, max_bytes=None,
+                         what=f"{type(self).__name__}'s primal solve")
         A = torch.zeros(D, D, dtype=Xt.dtype, device=Xt.device)
         B = torch.zeros(D, Yt.shape[1], dtype=Xt.dtype, device=Xt.device)
-        for i in range(0, n, rows):
-            F = phi(Xt[i:i + rows])
-            y = Yt[i:i + rows]
+        for r in row_blocks(n, rows, desc="primal normal equations"):
+            F = phi(Xt[r])
+            y = Yt[r]
             if sw is not None:
-                F = F * sw[i:i + rows, None]
-                y = y * sw[i:i + rows, None]
+                F = F * sw[r, None]
+                y = y * sw[r, None]
             A.addmm_(F.T, F)
             B.addmm_(F.T, y)
         coef = torch.empty_like(B)
@@ -167,10 +190,11 @@ class _KernelRidgeBase(KernelEstimatorMixin, BaseEstimator):
         Xt = self._tensor(Xv)
         if self.solver_ == "primal":
             n, D = Xt.shape[0], self._phi.dim
-            rows = max(1, int(self._budget // (2 * D * Xt.element_size() + 1)))
-            out = torch.cat([self._phi(Xt[i:i + rows]) @ self.coef_ for i in range(0, n, rows)]) if n else \
-                torch.zeros(0, self.coef_.shape[1], dtype=Xt.dtype, device=Xt.device)
-            return out
+            if not n:
+                return torch.zeros(0, self.coef_.shape[1], dtype=Xt.dtype, device=Xt.device)
+            rows = plan_rows(n, 2 * D * Xt.element_size(), budget=self._budget, max_bytes=None,
+                             what=f"{type(self).__name__}'s prediction")  # features and their product
+            return torch.cat([self._phi(Xt[r]) @ self.coef_ for r in row_blocks(n, rows, desc="predict")])
         coef = self.dual_coef_ if dual_coef is None else dual_coef
         op = KernelOperator(self.kernel_, Xt, self.X_fit_, memory_budget=self._budget, n_rhs=coef.shape[1])
         return op.matvec(coef)
@@ -219,6 +243,8 @@ class KernelRidge(MultiOutputMixin, RegressorMixin, _KernelRidgeBase):
     fit_time_ : float
     """
 
+    _saved_private = ("_y_1d",)  # private state that mercer.io saves
+
     def __init__(self, alpha=1.0, *, kernel="linear", gamma=None, degree=3, coef0=1, kernel_params=None,
                  solver="auto", device=None, dtype=None, memory_budget=None):
         self.alpha = alpha
@@ -234,6 +260,7 @@ class KernelRidge(MultiOutputMixin, RegressorMixin, _KernelRidgeBase):
 
     def fit(self, X, y, sample_weight=None):
         """Fit on ``X`` (n, d) — or the (n, n) Gram for ``kernel="precomputed"`` — and ``y`` (n,) or (n, t)."""
+        check_params(self)
         X = self._validate_X(X, reset=True)
         y = self._validate_y(y, X.shape[0])
         sw = self._sample_weight(sample_weight, X, X.shape[0])
@@ -259,8 +286,10 @@ class RidgeClassifierMixin:
     ``_decision``, in ``_score_dtype`` (None: the model's dtype)."""
 
     _score_dtype: torch.dtype | None = None
+    _saved_private = ("_binarizer",)  # private state that mercer.io saves
 
     def fit(self, X, y, sample_weight=None):
+        check_params(self)
         X = self._validate_X(X, reset=True)
         Y, sw = _classification_targets(self, X, y, sample_weight)
         self._fit_targets(X, Y, sw)
@@ -295,6 +324,12 @@ class KernelRidgeClassifier(RidgeClassifierMixin, ClassifierMixin, _KernelRidgeB
     intercept_ : ndarray of shape (n_targets,)
     dual_coef_ / coef_, X_fit_, solver_, kernel_ : as in :class:`KernelRidge`.
     """
+
+    _parameter_constraints: dict = {
+        **_KernelRidgeBase._parameter_constraints,
+        "fit_intercept": ["boolean"],
+        "class_weight": [dict, Options("balanced"), None],
+    }
 
     def __init__(self, alpha=1.0, *, kernel="linear", gamma=None, degree=3, coef0=1, kernel_params=None,
                  fit_intercept=True, class_weight=None, solver="auto", device=None, dtype=None, memory_budget=None):

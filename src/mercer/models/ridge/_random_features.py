@@ -9,18 +9,18 @@ matrix is never stored. As m grows, the model tends to exact kernel ridge regres
 
 from __future__ import annotations
 
-import numbers
 import time
+from numbers import Integral, Real
 
 import torch
 from sklearn.base import BaseEstimator, MultiOutputMixin, RegressorMixin
 from sklearn.utils.validation import check_is_fitted
 
 from ..._backend import as_output
-from ..._validation import describe
+from ..._validation import Interval, Options, check_params
 from ...approx import RandomFourierFeatures
-from ...linalg import MemoryBudgetError, format_bytes, jittered_cholesky
-from .._base import KernelEstimatorMixin
+from ...linalg import MemoryBudgetError, format_bytes, jittered_cholesky, plan_rows, row_blocks
+from .._base import COMPUTE_CONSTRAINTS, KERNEL_CONSTRAINTS, KernelEstimatorMixin
 from ._exact import _check_alpha
 
 __all__ = ["RandomFeatureRidge"]
@@ -49,6 +49,17 @@ class RandomFeatureRidge(MultiOutputMixin, RegressorMixin, KernelEstimatorMixin,
     fit_time_ : float
     """
 
+    _parameter_constraints: dict = {
+        **{k: KERNEL_CONSTRAINTS[k] for k in ("kernel", "gamma", "kernel_params")},
+        **COMPUTE_CONSTRAINTS,
+        "alpha": [Interval(Real, 0, None, closed="left"), "array-like"],
+        "n_components": [Interval(Integral, 1, None, closed="left")],
+        "variant": [Options("cossin", "phase")],
+        "orthogonal": ["boolean"],
+        "random_state": ["random_state"],
+    }
+    _saved_private = ("_y_1d",)  # private state that mercer.io saves
+
     def __init__(self, alpha=1.0, *, kernel="rbf", gamma=None, kernel_params=None, n_components=500,
                  variant="cossin", orthogonal=False, random_state=None, device=None, dtype=None,
                  memory_budget=None):
@@ -64,24 +75,25 @@ class RandomFeatureRidge(MultiOutputMixin, RegressorMixin, KernelEstimatorMixin,
         self.dtype = dtype
         self.memory_budget = memory_budget
 
-    def _rows(self, D: int, itemsize: int) -> int:
-        return max(1, int(min(self._budget // 4, 128 << 20) // (D * itemsize * 2)))
+    def _rows(self, n: int, D: int, itemsize: int) -> int:
+        """Rows per block: a block holds its features and their weighted copy (2 D per row), within
+        a quarter of the budget and 128 MiB."""
+        return plan_rows(n, 2 * D * itemsize, budget=max(self._budget // 4, 1), max_bytes=128 << 20,
+                         what=f"{type(self).__name__}'s block of random features")
 
     def fit(self, X, y, sample_weight=None):
         owner = type(self).__name__
         t0 = time.perf_counter()
+        check_params(self)
         X = self._validate_X(X, reset=True)
         y = self._validate_y(y, X.shape[0])
         sw = self._sample_weight(sample_weight, X, X.shape[0])
         Y = y.reshape(len(y), -1)
         alphas = _check_alpha(self.alpha, Y.shape[1], owner)
-        m = self.n_components
-        if not isinstance(m, numbers.Integral) or isinstance(m, bool) or m < 1:
-            raise ValueError(f"The 'n_components' parameter of {owner} must be an int >= 1. Got {describe(m)} instead.")
         self._setup_compute(X)
         Xt = self._tensor(X)
-        rff = RandomFourierFeatures(self.kernel, int(m), variant=self.variant, orthogonal=self.orthogonal,
-                                    gamma=self.gamma, kernel_params=self.kernel_params,
+        rff = RandomFourierFeatures(self.kernel, int(self.n_components), variant=self.variant,
+                                    orthogonal=self.orthogonal, gamma=self.gamma, kernel_params=self.kernel_params,
                                     random_state=self.random_state, device=self._device, dtype=Xt.dtype)
         rff.fit(Xt[:1])
         rff.n_features_in_ = Xt.shape[1]
@@ -96,12 +108,12 @@ class RandomFeatureRidge(MultiOutputMixin, RegressorMixin, KernelEstimatorMixin,
         b = torch.zeros(D, Y.shape[1], dtype=f64, device=self._device)
         Yt = torch.as_tensor(Y, dtype=Xt.dtype, device=self._device)
         w = None if sw is None else torch.as_tensor(sw, dtype=Xt.dtype, device=self._device)
-        br = self._rows(D, Xt.element_size())
-        for i in range(0, Xt.shape[0], br):
-            Z = rff._features(Xt[i:i + br])
-            Zw = Z if w is None else Z * w[i:i + br, None]
+        br = self._rows(Xt.shape[0], D, Xt.element_size())
+        for r in row_blocks(Xt.shape[0], br, desc="random-feature normal equations"):
+            Z = rff._features(Xt[r])
+            Zw = Z if w is None else Z * w[r, None]
             G.add_(Zw.T @ Z)
-            b.add_(Zw.T @ Yt[i:i + br])
+            b.add_(Zw.T @ Yt[r])
         coef = torch.empty(D, Y.shape[1], dtype=f64, device=self._device)
         for j, a in enumerate(alphas):
             A = G.clone()
@@ -120,9 +132,12 @@ class RandomFeatureRidge(MultiOutputMixin, RegressorMixin, KernelEstimatorMixin,
         Xt = self._tensor(Xv)
         coef = self.coef_ if self.coef_.ndim == 2 else self.coef_[:, None]
         coef = coef.to(device=Xt.device, dtype=Xt.dtype)
-        br = self._rows(coef.shape[0], Xt.element_size())
-        out = torch.cat([self.features_._features(Xt[i:i + br]) @ coef for i in range(0, Xt.shape[0], br)]) \
-            if Xt.shape[0] else torch.zeros(0, coef.shape[1], dtype=Xt.dtype, device=Xt.device)
+        n = Xt.shape[0]
+        if n:
+            br = self._rows(n, coef.shape[0], Xt.element_size())
+            out = torch.cat([self.features_._features(Xt[r]) @ coef for r in row_blocks(n, br, desc="predict")])
+        else:
+            out = torch.zeros(0, coef.shape[1], dtype=Xt.dtype, device=Xt.device)
         if self._y_1d:
             out = out[:, 0]
         return as_output(out, X)

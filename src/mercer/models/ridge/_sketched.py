@@ -42,19 +42,19 @@ from __future__ import annotations
 
 import logging
 import math
-import numbers
 import time
+from numbers import Integral, Real
 
 import torch
 from sklearn.base import BaseEstimator, MultiOutputMixin, RegressorMixin
 from sklearn.utils.validation import check_is_fitted
 
 from ..._backend import as_output, make_generator
-from ..._validation import describe
-from ...linalg import KernelOperator, MemoryBudgetError, format_bytes, jittered_cholesky
 from ..._backend import num_threads as _num_threads
-from ...linalg._eig import DENSE_SERIAL_MAX_N
-from .._base import KernelEstimatorMixin
+from ..._validation import Interval, Options, check_at_most, check_params
+from ...linalg import (DENSE_SERIAL_MAX_N, KernelOperator, MemoryBudgetError, format_bytes, jittered_cholesky,
+                       plan_rows, row_blocks)
+from .._base import COMPUTE_CONSTRAINTS, KERNEL_CONSTRAINTS, KernelEstimatorMixin
 
 __all__ = ["SketchedKernelRidge", "fwht"]
 
@@ -103,19 +103,20 @@ def fwht(X: torch.Tensor, *, max_bytes: int | None = None) -> torch.Tensor:
     N, c = X.shape
     if N < 1 or N & (N - 1):
         raise ValueError(f"fwht: the number of rows must be a power of two; got {N}.")
-    width = c if max_bytes is None else max(1, min(c, int(max_bytes // (3 * N * X.element_size() + 1))))
+    width = c if max_bytes is None else plan_rows(c, 3 * N * X.element_size(), budget=max_bytes, max_bytes=None,
+                                                  what="a block of columns of the FWHT")
     factors, h = [], 1
     for a in _radix_factors(N):
         factors.append((a, h, _hadamard(a, X.dtype, X.device)))
         h *= a
     out = torch.empty_like(X)
     scale = 1.0 / math.sqrt(N)
-    for j in range(0, c, width):
-        Y = X[:, j:j + width].contiguous()
+    for cols in row_blocks(c, width, desc="fwht columns"):
+        Y = X[:, cols].contiguous()
         w = Y.shape[1]
         for a, h, Ha in factors:  # rows i = (b * a + k) * h + l: H_a acts on k
             Y = torch.matmul(Ha, Y.view(N // (a * h), a, h * w)).view(N, w)
-        out[:, j:j + width] = Y * scale if N > 1 else Y
+        out[:, cols] = Y * scale if N > 1 else Y
     return out
 
 
@@ -146,8 +147,10 @@ class _Sketch:
         return n * m * itemsize if kind == "gaussian" else 2 * (n + m) * 8
 
     def _width(self, t: int) -> int:
-        """Columns of a padded ``(N, t)`` block processed at once within ``max_bytes``."""
-        return max(1, min(t, int(self.max_bytes // (4 * self.N * torch.finfo(self.dtype).bits // 8 + 1))))
+        """Columns of a padded ``(N, t)`` block processed at once within ``max_bytes`` (the block, the
+        FWHT's copies and the result: four ``N``-vectors per column)."""
+        return plan_rows(t, 4 * self.N * (torch.finfo(self.dtype).bits // 8), budget=self.max_bytes, max_bytes=None,
+                         what="a block of columns of the Hadamard sketch")
 
     def kernel_product(self, kernel, X: torch.Tensor, budget: int) -> torch.Tensor:
         """``B = K S^T`` of shape ``(n, m)``, ``K = k(X, X)``, never holding more than a block of ``K``.
@@ -169,11 +172,11 @@ class _Sketch:
             # Few components: the blocked product with the materialised S^T does less arithmetic.
             St = self.apply_transpose(torch.eye(self.m, dtype=X.dtype, device=X.device))
             return KernelOperator(kernel, X, memory_budget=budget - n * self.m * item, n_rhs=self.m).matvec(St)
+        # A block of kernel rows: the rows, the kernel's scratch, their padded transform and the inputs.
         per_row = item * (4 * N + n * (1.0 + kernel.scratch(X.shape[1])) + X.shape[1])
-        br = max(1, min(n, int(budget // per_row)))
+        br = plan_rows(n, per_row, budget=budget, max_bytes=None, what="a block of kernel rows of the Hadamard sketch")
         B = torch.empty(n, self.m, dtype=X.dtype, device=X.device)
-        for i in range(0, n, br):
-            r = slice(i, min(i + br, n))
+        for r in row_blocks(n, br, desc="Hadamard sketch of K"):
             P = torch.zeros(N, r.stop - r.start, dtype=X.dtype, device=X.device)
             P[:n] = kernel.block(X, X, slice(0, n), r)          # columns r of K (= rows r, K symmetric)
             P.mul_(self.signs[:, None])
@@ -187,11 +190,10 @@ class _Sketch:
         if self.kind == "subsample":
             return B[self.rows] * self.scale
         out = torch.empty(self.m, B.shape[1], dtype=B.dtype, device=B.device)
-        width = self._width(B.shape[1])
-        for j in range(0, B.shape[1], width):
-            P = torch.zeros(self.N, min(width, B.shape[1] - j), dtype=B.dtype, device=B.device)
-            P[:self.n] = B[:, j:j + width] * self.signs[:self.n, None]
-            out[:, j:j + width] = fwht(P)[self.rows] * self.scale
+        for cols in row_blocks(B.shape[1], self._width(B.shape[1]), desc="Hadamard sketch columns"):
+            P = torch.zeros(self.N, cols.stop - cols.start, dtype=B.dtype, device=B.device)
+            P[:self.n] = B[:, cols] * self.signs[:self.n, None]
+            out[:, cols] = fwht(P)[self.rows] * self.scale
         return out
 
     def apply_transpose(self, T: torch.Tensor) -> torch.Tensor:
@@ -202,11 +204,11 @@ class _Sketch:
         if self.kind == "subsample":
             out[self.rows] = T * self.scale
             return out
-        width = self._width(T.shape[1])
-        for j in range(0, T.shape[1], width):       # S^T = scale * D H P^T, H symmetric
-            P = torch.zeros(self.N, min(width, T.shape[1] - j), dtype=T.dtype, device=T.device)
-            P[self.rows] = T[:, j:j + width]
-            out[:, j:j + width] = fwht(P)[:self.n].mul_(self.signs[:self.n, None]).mul_(self.scale)
+        # S^T = scale * D H P^T, H symmetric
+        for cols in row_blocks(T.shape[1], self._width(T.shape[1]), desc="Hadamard sketch columns"):
+            P = torch.zeros(self.N, cols.stop - cols.start, dtype=T.dtype, device=T.device)
+            P[self.rows] = T[:, cols]
+            out[:, cols] = fwht(P)[:self.n].mul_(self.signs[:self.n, None]).mul_(self.scale)
         return out
 
 
@@ -251,6 +253,15 @@ class SketchedKernelRidge(MultiOutputMixin, RegressorMixin, KernelEstimatorMixin
     fit_time_ : float
     """
 
+    _parameter_constraints: dict = {
+        **KERNEL_CONSTRAINTS,
+        **COMPUTE_CONSTRAINTS,
+        "alpha": [Interval(Real, 0, None, closed="neither")],
+        "n_components": [Interval(Integral, 1, None, closed="left")],
+        "sketch": [Options(*_SKETCHES)],
+        "random_state": ["random_state"],
+    }
+
     def __init__(self, alpha=1.0, *, kernel="rbf", gamma=None, degree=3, coef0=1, kernel_params=None,
                  n_components=100, sketch="gaussian", random_state=None, device=None, dtype=None,
                  memory_budget=None):
@@ -267,32 +278,15 @@ class SketchedKernelRidge(MultiOutputMixin, RegressorMixin, KernelEstimatorMixin
         self.dtype = dtype
         self.memory_budget = memory_budget
 
-    # -- checks -------------------------------------------------------------------------------
-    def _check_params(self, n: int) -> int:
-        owner = type(self).__name__
-        a = self.alpha
-        if not isinstance(a, numbers.Real) or isinstance(a, bool) or not (0 < float(a) < math.inf):
-            raise ValueError(f"The 'alpha' parameter of {owner} must be a float in the range (0, inf). "
-                             f"Got {describe(a)} instead.")
-        m = self.n_components
-        if not isinstance(m, numbers.Integral) or isinstance(m, bool) or m < 1:
-            raise ValueError(f"The 'n_components' parameter of {owner} must be an int >= 1. Got {describe(m)} instead.")
-        if m > n:
-            raise ValueError(
-                f"n_components={m} must be <= n_samples={n} for {owner}: the sketch has at most as many "
-                f"rows as there are training samples. Use n_components <= {n}."
-            )
-        if self.sketch not in _SKETCHES:
-            raise ValueError(f"The 'sketch' parameter of {owner} must be a str among {list(_SKETCHES)}. "
-                             f"Got {self.sketch!r} instead.")
-        return int(m)
-
     # -- fit ----------------------------------------------------------------------------------
     def fit(self, X, y):
         """Fit on ``X`` (n, d) and ``y`` (n,) or (n, t)."""
+        check_params(self)
         X = self._validate_X(X, reset=True)
         y = self._validate_y(y, X.shape[0])
-        m = self._check_params(X.shape[0])
+        # the sketch has at most as many rows as there are training samples
+        check_at_most(type(self).__name__, "n_components", self.n_components, X.shape[0], "n_samples")
+        m = int(self.n_components)
         self._setup_compute(X)
         self.kernel_ = self._resolve_kernel()
         if self.kernel_.is_precomputed:

@@ -272,6 +272,108 @@ def _rho(y, G, alpha, Cb) -> float:
     return float((ub + lb) / 2)
 
 
+class _RowCache:
+    """LRU cache of full-length kernel rows: ``cache[slot_of[i]]`` is row ``i`` (``slot_of[i] < 0``:
+    not cached); ``last_used`` holds the loop's clock at each slot's last use."""
+
+    def __init__(self, n: int, n_slots: int, dtype) -> None:
+        # torch's allocator, not numpy's: numpy madvises large blocks for transparent huge pages, and
+        # with THP defrag in "madvise" mode every first touch then waits on compaction (measured on
+        # this project's VMs: 800 MB in 2.8 s vs 0.46 s) -- and the cache is written once per row.
+        self.cache = torch.empty((n_slots, n), dtype=torch.float32 if np.dtype(dtype) == np.float32
+                                 else torch.float64).numpy()
+        self.slot_of = np.full(n, -1, dtype=np.int64)
+        self.owner = np.full(n_slots, -1, dtype=np.int64)
+        self.last_used = np.zeros(n_slots, dtype=np.int64)
+        self.free_slots = list(range(n_slots - 1, -1, -1))
+        self.computed = 0
+
+    def store(self, idx: np.ndarray, block: np.ndarray, protect: int, st: np.ndarray) -> None:
+        """Put rows ``idx`` (``block``) in free slots, else evict the least recently used rows,
+        never the row of the pending pair (``protect``); advances the clock ``st[_S_CLOCK]``."""
+        m = len(idx)
+        take = min(m, len(self.free_slots))
+        slots = [self.free_slots.pop() for _ in range(take)]
+        if take < m:
+            lu = self.last_used.copy()
+            if protect >= 0 and self.slot_of[protect] >= 0:
+                lu[self.slot_of[protect]] = np.iinfo(np.int64).max
+            lu[slots] = np.iinfo(np.int64).max
+            victims = np.argpartition(lu, m - take - 1)[:m - take]
+            self.slot_of[self.owner[victims]] = -1
+            slots.extend(int(v) for v in victims)
+        slots = np.asarray(slots, dtype=np.int64)
+        self.cache[slots] = block
+        self.owner[slots] = idx
+        self.slot_of[idx] = slots
+        self.last_used[slots] = st[_S_CLOCK] + 1 + np.arange(m)
+        st[_S_CLOCK] += m
+        self.computed += m
+
+
+@dataclass
+class _Dual:
+    """The iterate of the compiled loop: multipliers, gradient ``G``, ``G_bar`` (the part of the
+    gradient from multipliers at their upper bound), the active set and the integer state."""
+
+    y: np.ndarray
+    Cb: np.ndarray
+    QD: np.ndarray
+    alpha: np.ndarray
+    G: np.ndarray
+    G_bar: np.ndarray
+    active: np.ndarray
+    st: np.ndarray
+    need: np.ndarray
+
+
+def _start(y, Cb, diag, *, shrinking: bool, max_iter: int | None) -> _Dual:
+    """alpha = 0 (so G = -1), every sample active, LIBSVM's iteration limit for ``max_iter < 0``."""
+    n = y.shape[0]
+    st = np.zeros(9, dtype=np.int64)
+    st[_S_ACTIVE] = n
+    st[_S_COUNTER] = min(n, 1000)
+    st[_S_MAXITER] = max(10_000_000, 100 * n) if max_iter is None or max_iter < 0 else int(max_iter)
+    st[_S_SHRINKING] = int(bool(shrinking))
+    return _Dual(np.ascontiguousarray(y, dtype=np.float64), np.ascontiguousarray(Cb, dtype=np.float64),
+                 np.ascontiguousarray(diag, dtype=np.float64), np.zeros(n), -np.ones(n), np.zeros(n),
+                 np.arange(n, dtype=np.int64), st, np.zeros(2, dtype=np.int64))
+
+
+def _rows_to_fetch(d: _Dual, slot_of: np.ndarray, first: int, batch: int) -> np.ndarray:
+    """The missing row ``first`` and, up to ``batch`` rows in all, the uncached active samples
+    that violate the KKT conditions most (the likely next working-set members)."""
+    want = [first]
+    if batch > 1:
+        act = d.active[:d.st[_S_ACTIVE]]
+        miss = act[slot_of[act] < 0]
+        if miss.size > 1:
+            a, g, yy, cb = d.alpha[miss], d.G[miss], d.y[miss], d.Cb[miss]
+            up_score = np.where(np.where(yy > 0, a < cb, a > 0), -yy * g, -np.inf)
+            low_score = np.where(np.where(yy > 0, a > 0, a < cb), yy * g, -np.inf)
+            score = np.maximum(up_score, low_score)
+            k = min(batch - 1, miss.size - 1)
+            if k > 0:
+                top = miss[np.argpartition(-score, k)[:k + 1]]
+                want.extend(int(t) for t in top if t != first)
+                want = want[:batch]
+    return np.asarray(want, dtype=np.int64)
+
+
+def _reconstruct(d: _Dual, matvec) -> None:
+    """LIBSVM's gradient reconstruction of the shrunk samples; makes every sample active."""
+    n = d.y.shape[0]
+    na = d.st[_S_ACTIVE]
+    if na == n:
+        return
+    inactive = d.active[na:]
+    free = np.flatnonzero((d.alpha > 0) & (d.alpha < d.Cb))
+    d.G[inactive] = d.G_bar[inactive] - 1.0
+    if free.size:
+        d.G[inactive] += d.y[inactive] * matvec(inactive, free, d.alpha[free] * d.y[free])
+    d.st[_S_ACTIVE] = n
+
+
 def solve_smo(rows: Callable[[np.ndarray], np.ndarray], diag: np.ndarray, y: np.ndarray, Cb: np.ndarray, *,
               matvec: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray], cache_rows: int,
               cache_dtype=np.float64, tol: float = 1e-3, shrinking: bool = True, max_iter: int = -1,
@@ -295,100 +397,30 @@ def solve_smo(rows: Callable[[np.ndarray], np.ndarray], diag: np.ndarray, y: np.
         Rows computed per kernel call on a cache miss (the missing row and the top violators).
     """
     n = y.shape[0]
-    y = np.ascontiguousarray(y, dtype=np.float64)
-    Cb = np.ascontiguousarray(Cb, dtype=np.float64)
-    QD = np.ascontiguousarray(diag, dtype=np.float64)
+    d = _start(y, Cb, diag, shrinking=shrinking, max_iter=max_iter)
     n_slots = int(max(2, min(cache_rows, n)))
     # a batch at most an eighth of the cache: prefetched rows must not evict the useful ones
     batch = int(max(1, min(batch, n_slots // 8)))
-    # torch's allocator, not numpy's: numpy madvises large blocks for transparent huge pages, and
-    # with THP defrag in "madvise" mode every first touch then waits on compaction (measured on
-    # this project's VMs: 800 MB in 2.8 s vs 0.46 s) -- and the cache is written once per row.
-    cache = torch.empty((n_slots, n), dtype=torch.float32 if np.dtype(cache_dtype) == np.float32
-                        else torch.float64).numpy()
-    slot_of = np.full(n, -1, dtype=np.int64)
-    owner = np.full(n_slots, -1, dtype=np.int64)
-    last_used = np.zeros(n_slots, dtype=np.int64)
-    alpha = np.zeros(n)
-    G = -np.ones(n)
-    G_bar = np.zeros(n)
-    active = np.arange(n, dtype=np.int64)
-    limit = max(10_000_000, 100 * n) if max_iter is None or max_iter < 0 else int(max_iter)
-    st = np.zeros(9, dtype=np.int64)
-    st[_S_ACTIVE] = n
-    st[_S_COUNTER] = min(n, 1000)
-    st[_S_MAXITER] = limit
-    st[_S_SHRINKING] = int(bool(shrinking))
-    need = np.zeros(2, dtype=np.int64)
-    computed = 0
-    free_slots = list(range(n_slots - 1, -1, -1))
-
-    def fetch(first: int, protect: int) -> None:
-        nonlocal computed
-        want = [first]
-        if batch > 1:
-            na = st[_S_ACTIVE]
-            act = active[:na]
-            miss = act[slot_of[act] < 0]
-            if miss.size > 1:
-                a, g, yy, cb = alpha[miss], G[miss], y[miss], Cb[miss]
-                up_score = np.where(np.where(yy > 0, a < cb, a > 0), -yy * g, -np.inf)
-                low_score = np.where(np.where(yy > 0, a > 0, a < cb), yy * g, -np.inf)
-                score = np.maximum(up_score, low_score)
-                k = min(batch - 1, miss.size - 1)
-                if k > 0:
-                    top = miss[np.argpartition(-score, k)[:k + 1]]
-                    want.extend(int(t) for t in top if t != first)
-                    want = want[:batch]
-        idx = np.asarray(want, dtype=np.int64)
-        block = rows(idx)
-        m = len(idx)
-        take = min(m, len(free_slots))
-        slots = [free_slots.pop() for _ in range(take)]
-        if take < m:  # evict the least recently used rows, never the row of the pending pair
-            lu = last_used.copy()
-            if protect >= 0 and slot_of[protect] >= 0:
-                lu[slot_of[protect]] = np.iinfo(np.int64).max
-            lu[slots] = np.iinfo(np.int64).max
-            victims = np.argpartition(lu, m - take - 1)[:m - take]
-            slot_of[owner[victims]] = -1
-            slots.extend(int(v) for v in victims)
-        slots = np.asarray(slots, dtype=np.int64)
-        cache[slots] = block
-        owner[slots] = idx
-        slot_of[idx] = slots
-        last_used[slots] = st[_S_CLOCK] + 1 + np.arange(m)
-        st[_S_CLOCK] += m
-        computed += len(idx)
-
-    def reconstruct() -> None:
-        na = st[_S_ACTIVE]
-        if na == n:
-            return
-        inactive = active[na:]
-        free = np.flatnonzero((alpha > 0) & (alpha < Cb))
-        G[inactive] = G_bar[inactive] - 1.0
-        if free.size:
-            G[inactive] += y[inactive] * matvec(inactive, free, alpha[free] * y[free])
-        st[_S_ACTIVE] = n
-
+    c = _RowCache(n, n_slots, cache_dtype)
+    # the compiled loop's arguments: arrays updated in place, never rebound
+    args = (d.y, d.G, d.G_bar, d.alpha, d.Cb, d.QD, c.cache, c.slot_of, c.last_used, d.active, d.st, float(tol), d.need)
     converged = True
-    eps = float(tol)
     while True:
-        code = _run(y, G, G_bar, alpha, Cb, QD, cache, slot_of, last_used, active, st, eps, need)
+        code = _run(*args)
         if code == _NEED_ROW:
-            fetch(int(need[0]), int(need[1]))
+            idx = _rows_to_fetch(d, c.slot_of, int(d.need[0]), batch)
+            c.store(idx, rows(idx), int(d.need[1]), d.st)
         elif code == _RECONSTRUCT:
-            reconstruct()
+            _reconstruct(d, matvec)
         elif code == _RECONSTRUCT_FINAL:
-            reconstruct()
-            st[_S_COUNTER] = 1
+            _reconstruct(d, matvec)
+            d.st[_S_COUNTER] = 1
         elif code == _MAX_ITER:
-            reconstruct()
+            _reconstruct(d, matvec)
             converged = False
             break
         else:
             break
-    rho = _rho(y, G, alpha, Cb)
-    obj = float(alpha @ (G - 1.0) / 2)
-    return SMOResult(alpha, rho, obj, int(st[_S_ITER]), converged, computed, int(st[_S_NONPSD]))
+    rho = _rho(d.y, d.G, d.alpha, d.Cb)
+    obj = float(d.alpha @ (d.G - 1.0) / 2)
+    return SMOResult(d.alpha, rho, obj, int(d.st[_S_ITER]), converged, c.computed, int(d.st[_S_NONPSD]))

@@ -1,0 +1,79 @@
+"""Blocked passes over the ``n x k`` squared distances between points and centres.
+
+Squared distances are computed block by block as :math:`\\|x\\|^2 - 2 x^T c + \\|c\\|^2` (one GEMM
+per block of rows), so no ``n x k x d`` intermediate is ever formed.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ..linalg import plan_blocks, row_blocks
+
+__all__ = ["KMEANS_TILE_BYTES", "assign", "block_rows", "own_sq", "sq_distances", "top2"]
+
+#: Largest block of squared distances computed at once by k-means (GEMM outputs this size stay in
+#: cache-friendly territory; larger ones only cost memory).
+KMEANS_TILE_BYTES = 4 * 2**20
+
+
+def block_rows(n: int, k: int, d: int, *, itemsize: int, budget: int) -> int:
+    """Rows per block of a pass over the ``(n, k)`` distances of ``n`` points to ``k`` centres in
+    ``d`` dimensions: the planner's tile, capped at :data:`KMEANS_TILE_BYTES`."""
+    return plan_blocks(n, k, d, itemsize=itemsize, budget=budget, scratch=1.0, n_rhs=1,
+                       max_tile_bytes=KMEANS_TILE_BYTES).row_block
+
+
+def assign(X: torch.Tensor, x_sq: torch.Tensor, C: torch.Tensor, rows: int):
+    """Labels (n,) of the closest centre (first index on ties) and the squared distances to it.
+
+    ``x_sq`` holds the squared row norms of ``X``; ``rows`` is the block size (:func:`block_rows`).
+    """
+    n = X.shape[0]
+    labels = torch.empty(n, dtype=torch.long, device=X.device)
+    mind = torch.empty(n, dtype=X.dtype, device=X.device)
+    c_sq = (C * C).sum(1)[None, :]
+    Ct = C.T.contiguous()
+    for s in row_blocks(n, rows, desc="k-means assignment"):
+        D = torch.addmm(c_sq, X[s], Ct, alpha=-2.0)
+        m, lab = torch.min(D, dim=1)
+        mind[s] = m.add_(x_sq[s])
+        labels[s] = lab
+    return labels, mind.clamp_min_(0.0)
+
+
+def top2(X: torch.Tensor, x_sq: torch.Tensor, C: torch.Tensor, rows: int, second: bool = True):
+    """Exact pass: labels (first index on ties) and the two smallest squared distances (the second
+    only when ``second``; else it stays +inf)."""
+    n, k = X.shape[0], C.shape[0]
+    labels = torch.empty(n, dtype=torch.long, device=X.device)
+    d1 = torch.empty(n, dtype=X.dtype, device=X.device)
+    d2 = torch.full((n,), math.inf, dtype=X.dtype, device=X.device)
+    c_sq = (C * C).sum(1)[None, :]
+    Ct = C.T.contiguous()
+    for s in row_blocks(n, rows, desc="k-means assignment"):
+        D = torch.addmm(c_sq, X[s], Ct, alpha=-2.0)
+        m, lab = torch.min(D, dim=1)  # first index on ties, as scikit-learn
+        labels[s], d1[s] = lab, m + x_sq[s]
+        if second and k > 1:  # (torch.topk is several times slower than two min passes here)
+            d2[s] = D.scatter_(1, lab[:, None], math.inf).min(dim=1).values + x_sq[s]
+    return labels, d1.clamp_min_(0.0), d2.clamp_min_(0.0)
+
+
+def own_sq(X: torch.Tensor, C: torch.Tensor, labels: torch.Tensor, rows: int) -> torch.Tensor:
+    """Exact ``||x_i - c_{labels_i}||^2`` by subtraction (no cancellation), blocked."""
+    out = torch.empty(X.shape[0], dtype=X.dtype, device=X.device)
+    for s in row_blocks(X.shape[0], rows, desc="k-means distances"):
+        out[s] = ((X[s] - C[labels[s]]) ** 2).sum(1)
+    return out
+
+
+def sq_distances(X: torch.Tensor, C: torch.Tensor, rows: int) -> torch.Tensor:
+    """All squared distances ``(n, k)`` of the rows of ``X`` to the centres ``C``, clamped at 0."""
+    c_sq = (C * C).sum(1)[None, :]
+    out = torch.empty(X.shape[0], C.shape[0], dtype=X.dtype, device=X.device)
+    for s in row_blocks(X.shape[0], rows, desc="k-means distances"):
+        out[s] = torch.addmm(c_sq, X[s], C.T, alpha=-2.0).add_((X[s] * X[s]).sum(1)[:, None])
+    return out.clamp_min_(0.0)

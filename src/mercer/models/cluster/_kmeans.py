@@ -1,0 +1,166 @@
+"""k-means in input space: a scikit-learn estimator over :mod:`mercer.kmeans`.
+
+:class:`KMeans` runs Lloyd's algorithm (the seeds' alternation of assignment and mean updates) on
+torch tensors. Squared distances are computed block by block as
+:math:`\\|x\\|^2 - 2 x^T c + \\|c\\|^2` (one GEMM per block of rows, blocks sized from the memory
+budget), so no ``n x k x d`` intermediate is ever formed. ``inertia_`` is the seeds' distortion
+:math:`J = \\sum_n \\|x_n - \\mu_{z_n}\\|^2 = \\|X - Z\\mu\\|_F^2`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from numbers import Integral
+
+import numpy as np
+import torch
+from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin
+from sklearn.utils.validation import check_is_fitted
+
+from ..._backend import as_output, make_generator, row_sq_norms
+from ..._validation import Interval, check_at_most, check_params
+from ...kmeans import assign, block_rows, kmeans, sq_distances
+from .._base import COMPUTE_CONSTRAINTS, KernelEstimatorMixin
+from ._common import KMEANS_CONSTRAINTS, check_init, resolve_n_init, sample_weights
+
+__all__ = ["KMeans"]
+
+log = logging.getLogger(__name__)
+
+
+class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, KernelEstimatorMixin, BaseEstimator):
+    """k-means clustering by Lloyd's algorithm on torch tensors (scikit-learn's ``KMeans`` API).
+
+    Minimises the distortion :math:`J = \\sum_n w_n \\|x_n - \\mu_{z_n}\\|^2` by alternating the
+    assignment :math:`z_n = \\arg\\min_k \\|x_n - \\mu_k\\|^2` and the mean update. Distances are
+    computed block by block (``||x||^2 - 2 x.c + ||c||^2``, one GEMM per block of rows sized from
+    ``memory_budget``); the data are centred first, as scikit-learn does, for accuracy.
+
+    Parameters
+    ----------
+    n_clusters : int, default=8
+    init : {"k-means++", "random"} or array of shape (n_clusters, n_features), default="k-means++"
+        "k-means++" is the greedy variant of scikit-learn (``2 + log(k)`` local trials per centre).
+    n_init : "auto" or int, default="auto"
+        Restarts; the run with the lowest inertia is kept. "auto": 10 for ``init="random"``, else 1.
+    max_iter : int, default=300
+    tol : float, default=1e-4
+        Convergence when the squared shift of the centres, summed, is at most ``tol`` times the mean
+        per-feature variance of X (scikit-learn's rule), or when the labels stop changing.
+    n_local_trials : int, optional
+        Candidates tried per k-means++ centre; default ``2 + int(log(n_clusters))``.
+    random_state : int, RandomState or None
+    device, dtype, memory_budget : as in :class:`mercer.models.KernelRidge`.
+
+    Attributes
+    ----------
+    cluster_centers_ : array of shape (n_clusters, n_features) (numpy for numpy input, tensor for tensor input)
+    labels_ : array of shape (n_samples,)
+    inertia_ : float
+        Sum of (weighted) squared distances of the samples to their closest centre.
+    n_iter_ : int
+        Lloyd iterations of the kept run.
+
+    Notes
+    -----
+    Empty clusters are re-seeded with the points farthest from their current centre (scikit-learn's
+    rule). When X has fewer distinct points than ``n_clusters`` a ``ConvergenceWarning`` is issued.
+    The algorithm itself is :func:`mercer.kmeans.kmeans`.
+    """
+
+    _parameter_constraints: dict = {
+        **KMEANS_CONSTRAINTS,
+        **COMPUTE_CONSTRAINTS,
+        "n_local_trials": [Interval(Integral, 1, None, closed="left"), None],
+    }
+
+    _saved_private = ("_centers",)  # private state that mercer.io saves
+
+    def __init__(self, n_clusters=8, *, init="k-means++", n_init="auto", max_iter=300, tol=1e-4,
+                 n_local_trials=None, random_state=None, device=None, dtype=None, memory_budget=None):
+        self.n_clusters = n_clusters
+        self.init = init
+        self.n_init = n_init
+        self.max_iter = max_iter
+        self.tol = tol
+        self.n_local_trials = n_local_trials
+        self.random_state = random_state
+        self.device = device
+        self.dtype = dtype
+        self.memory_budget = memory_budget
+
+    # -- fit -------------------------------------------------------------------------------------
+    def fit(self, X, y=None, sample_weight=None):
+        """Cluster ``X`` (n, d); ``sample_weight`` (n,) weighs the distortion and the means."""
+        check_params(self)
+        owner = type(self).__name__
+        Xv = self._validate_X(X, reset=True)
+        n, d = Xv.shape
+        check_at_most(owner, "n_clusters", self.n_clusters, n)
+        init = check_init(owner, self.init, self.n_clusters, d)
+        n_init = resolve_n_init(owner, self.n_init, init)
+        self._setup_compute(Xv)
+        Xt = self._tensor(Xv)
+        w = sample_weights(self, sample_weight, n, Xt.dtype, Xt.device)
+        if not isinstance(init, str):
+            init = torch.tensor(np.array(init), dtype=Xt.dtype, device=Xt.device)
+        t0 = time.perf_counter()
+        result = kmeans(Xt, int(self.n_clusters), init=init, n_init=n_init, max_iter=self.max_iter,
+                        tol=float(self.tol), sample_weight=w, n_local_trials=self.n_local_trials,
+                        generator=make_generator(self.random_state),  # CPU draws: the same seeds on every device
+                        memory_budget=self._budget, owner=owner)
+        self._centers = result.centers
+        self.cluster_centers_ = as_output(self._centers, X)
+        self.labels_ = as_output(result.labels, X)
+        self.inertia_ = result.inertia
+        self.n_iter_ = result.n_iter
+        self.fit_time_ = time.perf_counter() - t0
+        log.info("%s: n=%d, k=%d, inertia %.6g, %d iterations, %.2f s", owner, n, self.n_clusters, self.inertia_,
+                 self.n_iter_, self.fit_time_)
+        return self
+
+    def fit_predict(self, X, y=None, sample_weight=None):
+        return self.fit(X, sample_weight=sample_weight).labels_
+
+    # -- inference -------------------------------------------------------------------------------
+    def _query(self, X):
+        """``X`` as a tensor, and the rows per block of its distances to the centres."""
+        check_is_fitted(self, "_centers")
+        Xt = self._tensor(self._validate_X(X, reset=False))
+        return Xt, block_rows(Xt.shape[0], self._centers.shape[0], Xt.shape[1], itemsize=Xt.element_size(),
+                              budget=self._budget)
+
+    def _assign_new(self, X):
+        Xt, rows = self._query(X)
+        return assign(Xt, row_sq_norms(Xt), self._centers, rows)
+
+    def predict(self, X):
+        """Index of the closest centre for each row of ``X``."""
+        labels, _ = self._assign_new(X)
+        return as_output(labels, X)
+
+    def transform(self, X):
+        """Euclidean distances (n, n_clusters) to every centre."""
+        Xt, rows = self._query(X)
+        return as_output(sq_distances(Xt, self._centers, rows).sqrt_(), X)
+
+    def fit_transform(self, X, y=None, sample_weight=None):
+        return self.fit(X, sample_weight=sample_weight).transform(X)
+
+    def score(self, X, y=None, sample_weight=None):
+        """Opposite of the (weighted) distortion of ``X`` under the fitted centres."""
+        _, mind = self._assign_new(X)
+        if sample_weight is not None:
+            sw = self._sample_weight(sample_weight, None, mind.shape[0])
+            return -float((mind * torch.tensor(np.asarray(sw), dtype=mind.dtype, device=mind.device)).sum())
+        return -float(mind.sum())
+
+    @property
+    def _n_features_out(self):
+        return self._centers.shape[0]
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        return tags

@@ -1,0 +1,97 @@
+"""What the support vector classifiers share: parameter constraints, labels, scikit-learn's
+``gamma="scale"``, and one-thread execution of small kernel products."""
+
+from __future__ import annotations
+
+import math
+from numbers import Integral, Real
+
+import numpy as np
+import scipy.sparse as sp
+import torch
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import column_or_1d
+
+from ..._backend import serial_if_small, to_numpy
+from ..._validation import Interval, Options
+from ...kernels import Kernel, Product, Scaled, Sigmoid, Sum, resolve_kernel
+from .._base import KERNEL_CONSTRAINTS, class_weights, labels_like
+
+#: A float in (0, inf), infinity excluded (C, tol, cache_size, lr).
+POSITIVE = Interval(Real, 0, math.inf, closed="neither")
+#: An int in [1, inf).
+AT_LEAST_ONE = Interval(Integral, 1, None, closed="left")
+#: The kernel parameters with scikit-learn SVC's ``gamma``: "scale", "auto", a float > 0 or None
+#: (the kernel's default); strings are ignored by kernel objects and precomputed kernels.
+SVC_KERNEL_CONSTRAINTS: dict = {**KERNEL_CONSTRAINTS, "gamma": [Options("scale", "auto"), POSITIVE, None]}
+CLASS_WEIGHT_CONSTRAINT: list = [dict, Options("balanced"), None]
+
+
+def _few_threads(device: torch.device, work: float, limit: float = 2**22):
+    """Below ~4M kernel entries an OpenMP team costs more than it saves (one-sample prediction:
+    0.5 ms on one thread, 20+ ms on two busy cores): run on one torch thread."""
+    return serial_if_small(device, work, limit)
+
+
+def _data_variance(X) -> float:
+    if sp.issparse(X):
+        return float(X.multiply(X).mean() - X.mean() ** 2)
+    if isinstance(X, torch.Tensor):
+        return float(X.double().var(unbiased=False))
+    return float(np.asarray(X, dtype=np.float64).var())
+
+
+def _numeric_gamma(gamma, kernel, X):
+    """scikit-learn SVC's ``gamma``: "scale" = 1 / (d Var X), "auto" = 1 / d, or the float given."""
+    if isinstance(kernel, Kernel) or (isinstance(kernel, str) and kernel == "precomputed"):
+        return None if isinstance(gamma, str) else gamma
+    if gamma == "scale":
+        var = _data_variance(X)
+        return 1.0 / (X.shape[1] * var) if var != 0 else 1.0
+    if gamma == "auto":
+        return 1.0 / X.shape[1]
+    return gamma
+
+
+def svc_kernel(est, X) -> Kernel:
+    """The kernel of ``est`` (``kernel, gamma, degree, coef0, kernel_params``) for data ``X``."""
+    return resolve_kernel(est.kernel, gamma=_numeric_gamma(est.gamma, est.kernel, X), degree=est.degree,
+                          coef0=est.coef0, kernel_params=est.kernel_params, owner=type(est).__name__)
+
+
+def _contains_sigmoid(k: Kernel) -> bool:
+    if isinstance(k, Sigmoid):
+        return True
+    if isinstance(k, (Sum, Product)):
+        return any(_contains_sigmoid(c) for c in k.kernels)
+    if isinstance(k, Scaled):
+        return _contains_sigmoid(k.kernel)
+    return False
+
+
+def _labels(owner: str, y, n: int):
+    """``classes_`` and the class index of each sample; at least two classes."""
+    if y is None:
+        raise ValueError(f"{owner} requires y to be passed, but the target y is None.")
+    y = to_numpy(y) if isinstance(y, torch.Tensor) else np.asarray(y)
+    if y.ndim == 2 and y.shape[1] == 1:
+        y = column_or_1d(y, warn=True)
+    if y.ndim != 1 or y.shape[0] != n:
+        raise ValueError(f"{owner}: y must be 1-D with {n} labels (one per sample); got shape {y.shape}.")
+    check_classification_targets(y)
+    classes, yi = np.unique(y, return_inverse=True)
+    if len(classes) < 2:
+        raise ValueError(
+            f"{owner} needs samples of at least 2 classes in the data, but the data contains only "
+            f"one class: {classes[0].item() if isinstance(classes[0], np.generic) else classes[0]!r}."
+        )
+    return classes, yi.astype(np.int64)
+
+
+def _class_weights(owner: str, class_weight, classes, yi) -> np.ndarray:
+    """Class weights as scikit-learn's SVC: "balanced" from the counts (sample weights ignored)."""
+    return class_weights(owner, class_weight, classes, classes[yi])
+
+
+def _predict_labels(classes, idx, X):
+    return labels_like(classes[idx], X)
