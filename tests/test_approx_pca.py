@@ -10,7 +10,6 @@ from sklearn.decomposition import KernelPCA as SkKernelPCA
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from mercer.kernels import RBF, Laplacian, Polynomial
-from mercer.linalg import MemoryBudgetError
 from mercer.models.decomposition import ApproximateKernelPCA
 from mercer.models.decomposition import KernelPCA
 

@@ -42,6 +42,7 @@ dropped, and ``_after_load()`` rebuilds the derived state.
 from __future__ import annotations
 
 import functools
+import importlib
 import json
 import math
 import numbers
@@ -53,8 +54,6 @@ import numpy as np
 import sklearn
 import torch
 from sklearn.base import BaseEstimator
-from sklearn.preprocessing import LabelBinarizer
-from sklearn.svm import LinearSVC
 from sklearn.utils.validation import check_is_fitted
 
 from . import __version__, approx, kernels, models
@@ -70,7 +69,14 @@ FORMAT_VERSION = 2
 _MANIFEST = "manifest.json"
 
 #: scikit-learn helpers that appear inside fitted state (stored as params + fitted attributes).
-_HELPERS = {"LabelBinarizer": LabelBinarizer, "LinearSVC": LinearSVC}
+_HELPERS = {"LabelBinarizer": ("sklearn.preprocessing", "LabelBinarizer"), "LinearSVC": ("sklearn.svm", "LinearSVC")}
+
+
+def _helper_class(name: str):
+    """A whitelisted scikit-learn helper class by name (imported on use: ``sklearn.svm`` costs
+    ~40 ms at start-up, and only models fitted with an approximation hold one)."""
+    module, attr = _HELPERS[name]
+    return getattr(importlib.import_module(module), attr)
 
 
 # -- which classes, which attributes ------------------------------------------------------------
@@ -274,7 +280,8 @@ class _Encoder:
         nested = _estimator_name(v)
         if nested is not None:
             return {"__estimator__": nested, **_encode_estimator(self, v, nested)}
-        if _HELPERS.get(type(v).__name__) is type(v):
+        if type(v).__name__ in _HELPERS and type(v).__module__.startswith(_HELPERS[type(v).__name__][0]) \
+                and _helper_class(type(v).__name__) is type(v):
             state = {k: x for k, x in vars(v).items() if k not in v.get_params(deep=False)}
             return {"__sklearn__": type(v).__name__, "params": self(v.get_params(deep=False), where),
                     "state": self(state, where)}
@@ -319,7 +326,7 @@ class _Decoder:
         name = v["__sklearn__"]
         if name not in _HELPERS:
             raise ValueError(f"model file holds an unknown helper class {name!r}; refusing to load it.")
-        cls = _HELPERS[name]
+        cls = _helper_class(name)
         obj = cls(**self(v["params"]))
         for k, x in self(v["state"]).items():
             _check_attr(cls, k, obj.get_params(deep=False), "model file")

@@ -13,14 +13,12 @@ from pathlib import Path
 
 import numpy as np
 from sklearn.base import is_classifier
-from sklearn.metrics import r2_score
 
 from .. import __version__
 from ..io import load, save
 from ..kernels import parse_kernel_spec
 from ..models import KernelPCA, KernelRidge, KernelRidgeClassifier, NystroemKernelRidge, NystroemKernelRidgeClassifier
 from ._data import CLIError, read_table
-from ._demo import run_demo
 from ._progress import Progress
 
 __all__ = ["build_parser", "main"]
@@ -301,6 +299,8 @@ def _cmd_predict(args, out, progress: bool) -> int:
         if is_classifier(model):
             print(f"accuracy against {table.target_name!r}: {float(np.mean(pred == y)):.4f}", file=info)
         else:
+            from sklearn.metrics import r2_score  # on use: sklearn.metrics adds ~60 ms to every command
+
             print(f"R^2 against {table.target_name!r}: {r2_score(y, pred):.4f}", file=info)
     _write_csv(args.out, header, rows)
     where = "standard output" if args.out == "-" else args.out
@@ -309,6 +309,8 @@ def _cmd_predict(args, out, progress: bool) -> int:
 
 
 def _cmd_demo(args, out, progress: bool) -> int:
+    from ._demo import run_demo  # imported on use: the demo's scikit-learn references cost ~0.15 s at start-up
+
     return run_demo(quick=args.quick, device=args.device, dtype=args.dtype, out=out, progress=progress)
 
 

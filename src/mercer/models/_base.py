@@ -5,15 +5,16 @@ from __future__ import annotations
 import numpy as np
 import torch
 from sklearn.utils.class_weight import compute_class_weight
-from sklearn.utils.validation import _check_sample_weight
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import _check_sample_weight, column_or_1d
 
-from .._backend import resolve_device, resolve_dtype, to_tensor
+from .._backend import resolve_device, resolve_dtype, to_numpy, to_tensor
 from .._validation import COMPUTE_CONSTRAINTS, check_array_like, check_param, describe, is_torch
 from ..kernels import KERNEL_CONSTRAINTS, resolve_kernel
 from ..linalg import default_memory_budget
 
-__all__ = ["COMPUTE_CONSTRAINTS", "KERNEL_CONSTRAINTS", "KernelEstimatorMixin", "class_weights",
-           "labels_from_scores", "labels_like"]
+__all__ = ["COMPUTE_CONSTRAINTS", "KERNEL_CONSTRAINTS", "KernelEstimatorMixin", "check_class_labels",
+           "class_weights", "labels_from_scores", "labels_like"]
 
 # COMPUTE_CONSTRAINTS (device, dtype, memory_budget) and KERNEL_CONSTRAINTS (kernel, gamma, degree,
 # coef0, kernel_params) are defined once, in mercer._validation and mercer.kernels, and re-exported
@@ -36,6 +37,27 @@ def labels_from_scores(classes: np.ndarray, scores, X):
         s = s[:, 0]
     idx = (s > 0).astype(int) if s.ndim == 1 else s.argmax(axis=1)
     return labels_like(classes[idx], X)
+
+
+def check_class_labels(owner: str, y, n: int, *, min_classes: int = 1):
+    """Class labels of ``n`` samples: ``(y, classes, codes)`` with ``y`` a 1-D numpy array (a
+    column vector is raveled with scikit-learn's warning), ``classes`` its sorted labels and
+    ``codes`` the class index of each sample; at least ``min_classes`` classes."""
+    if y is None:
+        raise ValueError(f"{owner} requires y to be passed, but the target y is None.")
+    y = to_numpy(y) if isinstance(y, torch.Tensor) else np.asarray(y)
+    if y.ndim == 2 and y.shape[1] == 1:
+        y = column_or_1d(y, warn=True)
+    if y.ndim != 1 or y.shape[0] != n:
+        raise ValueError(f"{owner}: y must be 1-D with {n} labels (one per sample); got shape {y.shape}.")
+    check_classification_targets(y)
+    classes, codes = np.unique(y, return_inverse=True)
+    if len(classes) < min_classes:
+        raise ValueError(
+            f"{owner} needs samples of at least {min_classes} classes in the data, but the data contains only "
+            f"one class: {classes[0].item() if isinstance(classes[0], np.generic) else classes[0]!r}."
+        )
+    return y, classes, codes.astype(np.int64)
 
 
 def class_weights(owner: str, class_weight, classes: np.ndarray, y: np.ndarray, sample_weight=None) -> np.ndarray:

@@ -14,7 +14,6 @@ import numbers
 
 import numpy as np
 import torch
-from sklearn.cluster import KMeans
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
@@ -127,6 +126,8 @@ class SparseGPRegressor(_GPBase):
         Xn = to_numpy(Xt).astype(np.float64)
         if n > 20000:
             Xn = Xn[rng.choice(n, 20000, replace=False)]
+        from sklearn.cluster import KMeans  # on use: sklearn.cluster adds ~40 ms to `import mercer`
+
         km = KMeans(n_clusters=m, n_init=1, max_iter=100, random_state=rng.randint(2**31 - 1)).fit(Xn)
         return torch.as_tensor(km.cluster_centers_, dtype=Xt.dtype, device=Xt.device)
 

@@ -36,15 +36,14 @@ import torch
 from sklearn.base import BaseEstimator, ClassifierMixin, MultiOutputMixin, RegressorMixin
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.preprocessing import LabelBinarizer
-from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_is_fitted, column_or_1d
+from sklearn.utils.validation import check_is_fitted
 
 from ..._backend import to_numpy
 from ..._validation import Interval, Options, check_params, describe
 from ...approx import Nystroem
 from ...kernels import RBF, Kernel, Scaled, Sum, resolve_kernel
 from ...linalg import MemoryBudgetError, format_bytes, plan_rows, row_blocks
-from .._base import COMPUTE_CONSTRAINTS, KernelEstimatorMixin
+from .._base import COMPUTE_CONSTRAINTS, KernelEstimatorMixin, check_class_labels
 from ..ridge import KernelRidge, KernelRidgeClassifier
 
 __all__ = ["MKLRegressor", "MKLClassifier", "alignf_weights", "kernel_statistics"]
@@ -397,14 +396,7 @@ class MKLClassifier(ClassifierMixin, _MKLBase):
         check_params(self)
         owner = type(self).__name__
         X = self._validate_X(X, reset=True)
-        if y is None:
-            raise ValueError(f"{owner} requires y to be passed, but the target y is None.")
-        y = to_numpy(y) if isinstance(y, torch.Tensor) else np.asarray(y)
-        if y.ndim == 2 and y.shape[1] == 1:
-            y = column_or_1d(y, warn=True)
-        if y.ndim != 1 or y.shape[0] != X.shape[0]:
-            raise ValueError(f"y must be 1-D with {X.shape[0]} labels; got shape {y.shape}.")
-        check_classification_targets(y)
+        y = check_class_labels(owner, y, X.shape[0])[0]
         binarizer = LabelBinarizer(pos_label=1, neg_label=-1)
         Y = binarizer.fit_transform(y).astype(np.float64)
         self.classes_ = binarizer.classes_

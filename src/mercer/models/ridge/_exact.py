@@ -19,14 +19,14 @@ import torch
 from sklearn.base import BaseEstimator, ClassifierMixin, MultiOutputMixin, RegressorMixin
 from sklearn.preprocessing import LabelBinarizer
 from sklearn.utils.class_weight import compute_sample_weight
-from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_is_fitted, column_or_1d
+from sklearn.utils.validation import check_is_fitted
 
-from ..._backend import as_output, to_numpy
+from ..._backend import as_output
 from ..._validation import Interval, Options, check_params, describe
 from ...approx import explicit_feature_map
 from ...linalg import KernelOperator, MemoryBudgetError, format_bytes, jittered_cholesky, plan_rows, row_blocks
-from .._base import COMPUTE_CONSTRAINTS, KERNEL_CONSTRAINTS, KernelEstimatorMixin, labels_from_scores
+from .._base import (COMPUTE_CONSTRAINTS, KERNEL_CONSTRAINTS, KernelEstimatorMixin, check_class_labels,
+                     labels_from_scores)
 
 __all__ = ["KernelRidge", "KernelRidgeClassifier"]
 
@@ -352,14 +352,7 @@ def _classification_targets(est, X, y, sample_weight):
     """±1 one-vs-rest codes of ``y`` minus the intercept, and the sample weights (with
     ``class_weight``). Sets ``classes_``, ``intercept_`` and ``_binarizer`` on ``est``."""
     owner = type(est).__name__
-    if y is None:
-        raise ValueError(f"{owner} requires y to be passed, but the target y is None.")
-    y = to_numpy(y) if isinstance(y, torch.Tensor) else np.asarray(y)
-    if y.ndim == 2 and y.shape[1] == 1:
-        y = column_or_1d(y, warn=True)
-    if y.ndim != 1 or y.shape[0] != X.shape[0]:
-        raise ValueError(f"y must be 1-D with {X.shape[0]} labels; got shape {y.shape}.")
-    check_classification_targets(y)
+    y = check_class_labels(owner, y, X.shape[0])[0]
     est._binarizer = LabelBinarizer(pos_label=1, neg_label=-1)
     Y = est._binarizer.fit_transform(y).astype(np.float64)
     est.classes_ = est._binarizer.classes_

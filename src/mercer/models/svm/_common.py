@@ -9,13 +9,11 @@ from numbers import Integral, Real
 import numpy as np
 import scipy.sparse as sp
 import torch
-from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import column_or_1d
 
-from ..._backend import serial_if_small, to_numpy
+from ..._backend import serial_if_small
 from ..._validation import Interval, Options
 from ...kernels import Kernel, Product, Scaled, Sigmoid, Sum, resolve_kernel
-from .._base import KERNEL_CONSTRAINTS, class_weights, labels_like
+from .._base import KERNEL_CONSTRAINTS, check_class_labels, class_weights, labels_like
 
 #: A float in (0, inf), infinity excluded (C, tol, cache_size, lr).
 POSITIVE = Interval(Real, 0, math.inf, closed="neither")
@@ -71,21 +69,7 @@ def _contains_sigmoid(k: Kernel) -> bool:
 
 def _labels(owner: str, y, n: int):
     """``classes_`` and the class index of each sample; at least two classes."""
-    if y is None:
-        raise ValueError(f"{owner} requires y to be passed, but the target y is None.")
-    y = to_numpy(y) if isinstance(y, torch.Tensor) else np.asarray(y)
-    if y.ndim == 2 and y.shape[1] == 1:
-        y = column_or_1d(y, warn=True)
-    if y.ndim != 1 or y.shape[0] != n:
-        raise ValueError(f"{owner}: y must be 1-D with {n} labels (one per sample); got shape {y.shape}.")
-    check_classification_targets(y)
-    classes, yi = np.unique(y, return_inverse=True)
-    if len(classes) < 2:
-        raise ValueError(
-            f"{owner} needs samples of at least 2 classes in the data, but the data contains only "
-            f"one class: {classes[0].item() if isinstance(classes[0], np.generic) else classes[0]!r}."
-        )
-    return classes, yi.astype(np.int64)
+    return check_class_labels(owner, y, n, min_classes=2)[1:]
 
 
 def _class_weights(owner: str, class_weight, classes, yi) -> np.ndarray:

@@ -22,7 +22,6 @@ import numpy as np
 import torch
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.svm import LinearSVC
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import _ovr_decision_function
 from sklearn.utils.validation import check_is_fitted, column_or_1d
@@ -449,6 +448,8 @@ class KernelSVC(_SVCDecisionMixin, KernelEstimatorMixin, ClassifierMixin, BaseEs
         if self.probability:
             raise ValueError(f"The 'probability' parameter of {owner} must be False with "
                              f"approximation={self.approximation!r}. Got True instead.")
+        from sklearn.svm import LinearSVC  # on use: sklearn.svm adds ~30 ms to `import mercer`
+
         cls, compute = _APPROXIMATIONS[self.approximation]
         self.approximation_ = cls(kernel=self.kernel_, n_components=self.n_components, random_state=self.random_state,
                                   **{k: getattr(self, k) for k in compute})
