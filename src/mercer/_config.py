@@ -10,6 +10,9 @@ import contextlib
 import contextvars
 import dataclasses
 from collections.abc import Iterator
+from numbers import Integral, Real
+
+from ._validation import Interval, Options, check_params
 
 __all__ = ["Config", "get_config", "set_config", "config_context"]
 
@@ -36,19 +39,15 @@ class Config:
     device: str | None = None
     dtype: str | None = None
 
+    _parameter_constraints = {
+        "memory_budget": [Interval(Integral, 1, None, closed="left"), None],
+        "memory_fraction": [Interval(Real, 0, 1, closed="right")],
+        "device": ["device", None],
+        "dtype": [Options("float32", "float64"), None],
+    }
+
     def __post_init__(self) -> None:
-        if self.memory_budget is not None and (
-            not isinstance(self.memory_budget, int) or self.memory_budget <= 0
-        ):
-            raise ValueError(
-                f"memory_budget must be a positive int (bytes) or None; got {self.memory_budget!r}."
-            )
-        if not 0.0 < float(self.memory_fraction) <= 1.0:
-            raise ValueError(
-                f"memory_fraction must be in (0, 1]; got {self.memory_fraction!r}."
-            )
-        if self.dtype not in (None, "float32", "float64"):
-            raise ValueError(f"dtype must be 'float32', 'float64' or None; got {self.dtype!r}.")
+        check_params(self)
 
 
 _CONFIG: contextvars.ContextVar[Config] = contextvars.ContextVar("mercer_config", default=Config())

@@ -12,6 +12,9 @@ import math
 import os
 from collections.abc import Callable, Iterator
 
+from .._config import get_config
+from .._validation import COMPUTE_CONSTRAINTS, check_param
+
 __all__ = ["BlockPlan", "MemoryBudgetError", "available_memory", "default_memory_budget", "format_bytes",
            "observe_blocks", "plan_blocks", "plan_rows", "row_blocks"]
 
@@ -222,11 +225,8 @@ def available_memory(device=None) -> int:
 
 def default_memory_budget(device=None, memory_budget: int | None = None) -> int:
     """The budget in force: the explicit one, else the global config's, else a fraction of free memory."""
-    from .._config import get_config
-
     if memory_budget is not None:
-        if int(memory_budget) != memory_budget or memory_budget <= 0:
-            raise ValueError(f"memory_budget must be a positive int (bytes) or None; got {memory_budget!r}.")
+        check_param("default_memory_budget", "memory_budget", memory_budget, COMPUTE_CONSTRAINTS["memory_budget"])
         return int(memory_budget)
     cfg = get_config()
     if cfg.memory_budget is not None:
