@@ -292,7 +292,7 @@ def test_one_class_is_an_error(breast_cancer):
     (dict(tol=-1.0), "'tol' parameter .* Got -1.0"),
     (dict(shuffle="yes"), "'shuffle' parameter .* 'bool'. Got 'yes'"),
     (dict(class_weight="auto"), "'class_weight' parameter .* Got 'auto'"),
-    (dict(class_weight={7: 2.0}), "labels \\[7\\] that are not in y"),
+    (dict(class_weight={7: 2.0}), "The .class_weight. parameter of KernelPerceptron must have labels among .* Got labels \\[7\\]"),
     (dict(kernel="cosine-ish"), "'kernel' parameter"),
     (dict(memory_budget=-1), "'memory_budget' parameter"),
 ])

@@ -61,7 +61,7 @@ def load_uci(name: str, root, split: int = 0):
     if root is None:
         raise ValueError("load_uci needs root=, the folder that holds the data sets (e.g. .../data/uci).")
     if not isinstance(name, str) or not name or Path(name).name != name:
-        raise ValueError(f"load_uci: name must be a folder name such as 'pol'; got {name!r}.")
+        raise ValueError(f"The 'name' parameter of load_uci must be a folder name such as 'pol'. Got {name!r} instead.")
     folder = Path(root).expanduser() / name
     data_path, mask_path = folder / _DATA, folder / _MASK
     missing = [p for p in (data_path, mask_path) if not p.is_file()]
@@ -74,7 +74,8 @@ def load_uci(name: str, root, split: int = 0):
     mask = _read_csv(mask_path, np.float64)
     n_splits = mask.shape[1]
     if not isinstance(split, numbers.Integral) or isinstance(split, bool) or not 0 <= split < n_splits:
-        raise ValueError(f"load_uci: split must be an int in [0, {n_splits - 1}]; got {split!r}.")
+        raise ValueError(f"The 'split' parameter of load_uci must be an int in the range [0, {n_splits - 1}]. "
+                         f"Got {split!r} instead.")
     if data.shape[1] < 2:
         raise ValueError(f"{data_path}: expected at least 2 columns (inputs and target); got {data.shape[1]}.")
     if mask.shape[0] != data.shape[0]:

@@ -76,10 +76,11 @@ def class_weights(owner: str, class_weight, classes: np.ndarray, y: np.ndarray, 
         known = set(classes.tolist())
         unknown = [k for k in class_weight if k not in known]
         if unknown:
-            raise ValueError(f"{owner}: class_weight has labels {unknown} that are not in y (classes {classes.tolist()}).")
+            raise ValueError(f"The 'class_weight' parameter of {owner} must have labels among the classes of y "
+                             f"{classes.tolist()}. Got labels {unknown} instead.")
         bad = {k: v for k, v in class_weight.items() if not np.isfinite(v) or v < 0}
         if bad:
-            raise ValueError(f"{owner}: class_weight values must be finite and >= 0; got {bad}.")
+            raise ValueError(f"The 'class_weight' parameter of {owner} must have finite weights >= 0. Got {bad} instead.")
     return compute_class_weight(class_weight, classes=classes, y=y, sample_weight=sample_weight)
 
 

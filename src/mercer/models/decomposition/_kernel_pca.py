@@ -183,8 +183,6 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, KernelEstimat
         """``z = Lambda^{-1/2} A^T k~_x`` for each row, with the kernel vector centred like the Gram."""
         check_is_fitted(self, "eigenvectors_")
         Xv = self._validate_X(X, reset=False)
-        if self.kernel_.is_precomputed and Xv.shape[1] != self.X_fit_.shape[0]:
-            raise ValueError(f"precomputed kernel: X must have {self.X_fit_.shape[0]} columns (training samples); got {Xv.shape[1]}.")
         Xt = self._tensor(Xv)
         n_fit = self.X_fit_.shape[0]
         lam = torch.as_tensor(self.eigenvalues_, dtype=self._dtype, device=self._device)

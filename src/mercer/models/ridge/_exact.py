@@ -185,8 +185,6 @@ class _KernelRidgeBase(KernelEstimatorMixin, BaseEstimator):
     def _decision(self, X, dual_coef=None):
         check_is_fitted(self, "solver_")
         Xv = self._validate_X(X, reset=False)
-        if self.kernel_.is_precomputed and Xv.shape[1] != self.X_fit_.shape[0]:
-            raise ValueError(f"precomputed kernel: X must have {self.X_fit_.shape[0]} columns (training samples); got {Xv.shape[1]}.")
         Xt = self._tensor(Xv)
         if self.solver_ == "primal":
             n, D = Xt.shape[0], self._phi.dim

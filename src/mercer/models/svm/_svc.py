@@ -110,8 +110,6 @@ class _SVCDecisionMixin:
     def _raw_decision_t(self, Xt):
         W = self._W.to(dtype=Xt.dtype)
         if self.kernel_.is_precomputed:
-            if Xt.shape[1] != self.shape_fit_[0]:
-                raise ValueError(f"precomputed kernel: X must have {self.shape_fit_[0]} columns (training samples); got {Xt.shape[1]}.")
             out = Xt[:, self._sv] @ W
         elif W.shape[0] == 0:
             out = torch.zeros(Xt.shape[0], W.shape[1], dtype=Xt.dtype, device=Xt.device)
