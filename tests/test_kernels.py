@@ -24,6 +24,12 @@ from contracts import KernelContract, assert_close, gaussian_data, readonly, sha
 from mercer.kernels import (
     KERNELS,
     RBF,
+    AdditiveChi2,
+    Chi2,
+    Cosine,
+    ExpSineSquared,
+    RationalQuadratic,
+    White,
     Constant,
     Gaussian,
     HistogramIntersection,
@@ -353,7 +359,7 @@ def test_nested_scaling_collapses(X):
 @pytest.mark.parametrize("c", [0, 0.0, -1.0, float("nan"), float("inf"), -float("inf"),
                                torch.tensor(-1.0), torch.tensor(float("nan")), torch.tensor([1.0, 2.0])], ids=repr)
 def test_bad_scale_raises(c):
-    with pytest.raises(ValueError, match="scaled"):
+    with pytest.raises(ValueError, match=r"The 'scale' parameter of Scaled must be a float in the range \(0, inf\)\. Got "):
         RBF() * c
 
 
@@ -538,6 +544,10 @@ FORWARDED = {
     "rbf": RBF(gamma=0.25), "gaussian": RBF(gamma=0.25), "laplacian": Laplacian(gamma=0.25), "matern": Matern(),
     "intersection": Intersection(), "histogram": HistogramIntersection(),
     "histogram_intersection": HistogramIntersection(), "precomputed": Precomputed(),
+    # added with the scikit-learn names and the GP kernels (see tests/test_kernels_extra.py)
+    "cosine": Cosine(), "chi2": Chi2(gamma=0.25), "additive_chi2": AdditiveChi2(),
+    "rational_quadratic": RationalQuadratic(), "exp_sine_squared": ExpSineSquared(),
+    "periodic": ExpSineSquared(), "white": White(),
 }
 
 
@@ -573,7 +583,7 @@ def test_kernel_instance_passes_through():
     assert resolve_kernel(k, gamma=3.0) is k
 
 
-@pytest.mark.parametrize("kernel", ["nope", "", 3, None, rbf_kernel], ids=repr)
+@pytest.mark.parametrize("kernel", ["nope", "", 3, None, RBF], ids=repr)  # a callable is a FunctionKernel
 def test_unknown_kernel_raises_naming_kernel(kernel):
     with pytest.raises(ValueError, match="'kernel'"):
         resolve_kernel(kernel)

@@ -144,6 +144,8 @@ def kernel_to_dict(kernel) -> dict:
     (recursive for ``Sum``, ``Product`` and ``Scaled``). Raises ``TypeError`` for other classes."""
     types = _kernel_types()
     name = type(kernel).__name__
+    if getattr(kernel, "_unsaveable", None):  # e.g. FunctionKernel: a Python function is code, not data
+        raise TypeError(f"cannot save the kernel {kernel!r}: {kernel._unsaveable}.")
     if types.get(name) is not type(kernel):
         raise TypeError(
             f"only mercer's own kernels can be saved; got {type(kernel).__module__}.{name}. "

@@ -40,6 +40,7 @@ _VARIANTS = ("cossin", "phase")
 def _not_stationary(kernel: Kernel, owner: str) -> ValueError:
     return ValueError(
         f"{owner} needs a stationary kernel (k(x, y) depends on x - y only: RBF, Laplacian, Matern, "
+        f"RationalQuadratic, ExpSineSquared on one feature, "
         f"and positive scalings, sums and products of these); got {kernel!r}. For dot-product "
         "kernels use Nystroem, TensorSketch or PolynomialFeatureMap."
     )

@@ -11,6 +11,9 @@ from ._base import Constant, Kernel, Product, Scaled, Sum
 from ._columns import Columns
 from ._checks import MercerReport, check_mercer
 from ._dot_product import Linear, Polynomial, Quadratic, Sigmoid
+from ._extra import Cosine, ExpSineSquared, RationalQuadratic, White
+from ._function import FunctionKernel
+from ._histogram import AdditiveChi2, Chi2
 from ._learnable import LearnableKernel
 from ._precomputed import Precomputed
 from ._registry import KERNEL_CONSTRAINTS, KERNELS, parse_kernel_spec, resolve_kernel
@@ -21,8 +24,13 @@ __all__ = [
     "KERNELS",
     "KERNEL_CONSTRAINTS",
     "RBF",
+    "AdditiveChi2",
+    "Chi2",
     "Columns",
     "Constant",
+    "Cosine",
+    "ExpSineSquared",
+    "FunctionKernel",
     "Gaussian",
     "HistogramIntersection",
     "Intersection",
@@ -36,9 +44,11 @@ __all__ = [
     "Precomputed",
     "Product",
     "Quadratic",
+    "RationalQuadratic",
     "Scaled",
     "Sigmoid",
     "Sum",
+    "White",
     "check_mercer",
     "encode_sets",
     "parse_kernel_spec",

@@ -8,17 +8,28 @@ A kernel is an immutable object that fills one block ``K(X1, X2)`` of shape ``(n
 * ``_paired(X1, X2)``   -> ``(n,)`` values ``k(X1[i], X2[i])`` (used for the diagonal),
 
 and may declare ``scratch(d)``: extra working memory, in multiples of the output block, that
-``_pairwise`` needs, so that the planner can size blocks for it.
+``_pairwise`` needs, so that the planner can size blocks for it. ``__init__`` validates its
+arguments and stores each under its own name (that is what ``get_params`` reads).
+
+Parameters follow scikit-learn's convention: :meth:`Kernel.get_params` returns the ``__init__``
+arguments (read from the attributes of the same name; ``deep=True`` adds ``part__param`` entries
+of nested kernels) and :meth:`Kernel.set_params` changes them, so ``sklearn.base.clone`` copies a
+kernel and ``GridSearchCV`` can search ``kernel__gamma`` or ``kernel__k1__gamma``.
 """
 
 from __future__ import annotations
 
+import copy
+import functools
+import inspect
 import numbers
 from collections.abc import Iterable
 
 import numpy as np
 import scipy.sparse as sp
 import torch
+
+from ._params import positive
 
 __all__ = ["Kernel", "Sum", "Product", "Scaled", "Constant"]
 
@@ -67,6 +78,8 @@ class Kernel:
     def __call__(self, X1, X2=None) -> torch.Tensor:
         """Kernel matrix ``K[i, j] = k(X1[i], X2[j])``; ``X2=None`` means ``X2 = X1``. An array
         given with a tensor follows the tensor's device and dtype (either argument)."""
+        if X2 is X1:  # one input given twice: the same tensor on both sides (White's noise, symmetric fast paths)
+            X2 = None
         if X2 is not None and isinstance(X2, torch.Tensor) and not isinstance(X1, torch.Tensor):
             X2 = _as_tensor(X2)
             X1 = _as_tensor(X1, like=X2)
@@ -94,6 +107,90 @@ class Kernel:
     def hyperparameters(self) -> dict:
         """Named hyperparameters (floats or tensors; tensors may require grad)."""
         return {}
+
+    # -- parameters (scikit-learn's get_params / set_params / clone protocol) ----------------
+    def get_params(self, deep: bool = True) -> dict:
+        """Parameters of the kernel: its ``__init__`` arguments, as scikit-learn's ``get_params``.
+
+        Parameters
+        ----------
+        deep : bool, default True
+            Also return the parameters of nested kernels as ``part__param`` (e.g. ``k1__gamma``
+            for the first part of a sum, ``kernel__gamma`` for the kernel inside ``Scaled``).
+
+        Returns
+        -------
+        params : dict
+            Parameter names mapped to their values; ``Kernel(**params)`` (with ``deep=False``)
+            is an equal kernel.
+        """
+        out = {}
+        for name, value in self._shallow_params().items():
+            out[name] = value
+            if deep and isinstance(value, Kernel):
+                out.update((f"{name}__{k}", v) for k, v in value.get_params(deep=True).items())
+        return out
+
+    def set_params(self, **params) -> Kernel:
+        """Set parameters (names as in :meth:`get_params`, nested ones as ``part__param``).
+
+        Values are validated as by ``__init__`` (same messages) and any cache the kernel keeps is
+        reset. Kernels are otherwise immutable: this exists for scikit-learn's searches, which
+        call it on a clone (``GridSearchCV(..., {"kernel__gamma": [...]})``). A direct value
+        (``k1=RBF()``) is applied before the nested ones (``k1__gamma=0.1``), as in scikit-learn.
+
+        Returns
+        -------
+        self : Kernel
+        """
+        if not params:
+            return self
+        current = self._shallow_params()
+        direct, nested = {}, {}
+        for key, value in params.items():
+            name, delim, sub = key.partition("__")
+            if name not in current:
+                raise ValueError(f"Invalid parameter {name!r} for kernel {self!r}. "
+                                 f"Valid parameters are: {sorted(current)!r}.")
+            if delim:
+                nested.setdefault(name, {})[sub] = value
+            else:
+                direct[name] = value
+        if direct:
+            self._replace_with(self._from_params(self._merged_params(current, direct)))
+        if nested:
+            for name, sub in nested.items():
+                part = self._shallow_params()[name]
+                if not isinstance(part, Kernel):
+                    raise ValueError(f"Invalid parameter {name}__{next(iter(sub))} for kernel {self!r}: "
+                                     f"{name!r} is not a kernel.")
+                part.set_params(**sub)
+            # re-validate the whole (a part may now be one this kernel refuses)
+            self._replace_with(self._from_params(self._shallow_params()))
+        return self
+
+    def __sklearn_clone__(self) -> Kernel:
+        """An equal, independent kernel (what ``sklearn.base.clone`` returns): nested kernels are
+        cloned, other values deep-copied."""
+        return self._from_params({k: _clone_value(v) for k, v in self._shallow_params().items()})
+
+    def _shallow_params(self) -> dict:
+        """``get_params(deep=False)``: the ``__init__`` arguments read from attributes."""
+        return {name: getattr(self, name) for name in _init_arg_names(type(self))}
+
+    @classmethod
+    def _from_params(cls, params: dict) -> Kernel:
+        """A new kernel from :meth:`get_params` (``deep=False``) output."""
+        return cls(**params)
+
+    def _merged_params(self, current: dict, changed: dict) -> dict:
+        """The ``__init__`` arguments after ``set_params(**changed)`` (hook for aliases)."""
+        return {**current, **changed}
+
+    def _replace_with(self, other: Kernel) -> None:
+        """Take ``other``'s state (validated by its ``__init__``; caches start empty)."""
+        self.__dict__.clear()
+        self.__dict__.update(other.__dict__)
 
     # -- subclass hooks ---------------------------------------------------------------------
     def _pairwise(self, X1: torch.Tensor, X2: torch.Tensor) -> torch.Tensor:  # pragma: no cover
@@ -148,6 +245,21 @@ class Kernel:
         return hash((type(self).__name__, repr(self)))
 
 
+@functools.cache
+def _init_arg_names(cls) -> tuple:
+    """Names of the explicit ``__init__`` arguments of a kernel class (``self`` and ``*args`` /
+    ``**kwargs`` excluded), in signature order."""
+    sig = inspect.signature(cls.__init__)
+    kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    return tuple(p.name for p in list(sig.parameters.values())[1:] if p.kind in kinds)
+
+
+def _clone_value(value):
+    if isinstance(value, Kernel):
+        return value.__sklearn_clone__()
+    return copy.deepcopy(value)
+
+
 def _same(a, b) -> bool:
     if isinstance(a, Kernel) or isinstance(b, Kernel):
         return a == b
@@ -197,6 +309,14 @@ class _Composite(Kernel):
             raise ValueError(f"{type(self).__name__} needs at least two kernels; got {len(flat)}.")
         self.kernels = tuple(flat)
 
+    def _shallow_params(self) -> dict:
+        # the parts are parameters k1, k2, ..., kN (scikit-learn's GP kernels say k1, k2)
+        return {f"k{i}": k for i, k in enumerate(self.kernels, 1)}
+
+    @classmethod
+    def _from_params(cls, params: dict) -> Kernel:
+        return cls([params[f"k{i}"] for i in range(1, len(params) + 1)])
+
     @property
     def is_stationary(self) -> bool:  # type: ignore[override]
         # sums and products of functions of x - y are functions of x - y
@@ -214,7 +334,17 @@ class _Composite(Kernel):
 
 
 class Sum(_Composite):
-    """``k(x, y) = sum_i k_i(x, y)`` (n-ary, nested sums are flattened)."""
+    r"""Sum kernel :math:`k(x, y) = \sum_{i=1}^N k_i(x, y)` (n-ary, nested sums are flattened).
+
+    Parameters
+    ----------
+    kernels : iterable of Kernel
+        At least two kernels (a ``Sum`` among them contributes its parts).
+
+    Its parameters (:meth:`~Kernel.get_params`) are the parts ``k1, ..., kN``, so a search can
+    reach ``k1__gamma``; ``set_params(k2=other)`` replaces the second part (a ``Sum`` given there
+    is flattened in place, which renumbers the parts after it).
+    """
 
     _op = "+"
 
@@ -229,7 +359,15 @@ class Sum(_Composite):
 
 
 class Product(_Composite):
-    """``k(x, y) = prod_i k_i(x, y)`` (n-ary, nested products are flattened)."""
+    r"""Product kernel :math:`k(x, y) = \prod_{i=1}^N k_i(x, y)` (n-ary, nested products are flattened).
+
+    Parameters
+    ----------
+    kernels : iterable of Kernel
+        At least two kernels (a ``Product`` among them contributes its parts).
+
+    Its parameters are the parts ``k1, ..., kN``, as for :class:`Sum`.
+    """
 
     _op = "*"
 
@@ -247,20 +385,25 @@ class Product(_Composite):
 
 
 class Scaled(Kernel):
-    """``k(x, y) = c * k0(x, y)`` with ``c > 0``; ``c1 * (c2 * k)`` collapses to ``(c1 c2) * k``."""
+    r"""Scaled kernel :math:`k(x, y) = c \, k_0(x, y)` with :math:`c > 0`.
+
+    Parameters
+    ----------
+    scale : float > 0, or a one-element tensor (a learnable hyperparameter)
+        The factor ``c``.
+    kernel : Kernel
+        The kernel ``k0``; ``c1 * (c2 * k)`` collapses to ``(c1 c2) * k``.
+
+    Its parameters are ``scale`` and ``kernel`` (and ``kernel__<param>`` with ``deep=True``).
+    """
 
     def __init__(self, scale, kernel: Kernel):
-        if isinstance(scale, torch.Tensor):
-            bad = scale.numel() != 1 or not bool(scale.detach() > 0) or not bool(torch.isfinite(scale.detach()))
-        else:
-            bad = not isinstance(scale, numbers.Real) or not scale > 0 or not np.isfinite(scale)
-        if bad:
-            raise ValueError(f"a kernel can only be scaled by a finite number > 0; got {scale!r}.")
+        scale = positive("Scaled", "scale", scale)
         if not isinstance(kernel, Kernel):
             raise TypeError(f"Scaled expects a mercer kernel; got {kernel!r}.")
         if isinstance(kernel, Scaled):
             scale, kernel = scale * kernel.scale, kernel.kernel
-        self.scale = float(scale) if not isinstance(scale, torch.Tensor) else scale
+        self.scale = scale
         self.kernel = kernel
 
     @property

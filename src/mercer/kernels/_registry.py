@@ -1,4 +1,9 @@
-"""String shorthands: ``"rbf"`` -> ``RBF(...)``, and the CLI's ``"rbf:gamma=0.1"`` syntax."""
+"""String shorthands: ``"rbf"`` -> ``RBF(...)``, and the CLI's ``"rbf:gamma=0.1"`` syntax.
+
+Every name of scikit-learn's ``sklearn.metrics.pairwise.PAIRWISE_KERNEL_FUNCTIONS`` is here, with
+its keyword semantics (``gamma``, ``degree``, ``coef0``, ``kernel_params``); a callable becomes a
+:class:`FunctionKernel` (``kernel_params`` are its keyword arguments, as in scikit-learn).
+"""
 
 from __future__ import annotations
 
@@ -10,6 +15,9 @@ from .._validation import InstanceOf, Interval
 
 from ._base import Kernel
 from ._dot_product import Linear, Polynomial, Quadratic, Sigmoid
+from ._extra import Cosine, ExpSineSquared, RationalQuadratic, White
+from ._function import FunctionKernel
+from ._histogram import AdditiveChi2, Chi2
 from ._precomputed import Precomputed
 from ._sets import HistogramIntersection, Intersection
 from ._stationary import RBF, Laplacian, Matern
@@ -30,6 +38,13 @@ KERNELS: dict[str, type[Kernel]] = {
     "histogram": HistogramIntersection,
     "histogram_intersection": HistogramIntersection,
     "precomputed": Precomputed,
+    "cosine": Cosine,
+    "chi2": Chi2,
+    "additive_chi2": AdditiveChi2,
+    "rational_quadratic": RationalQuadratic,
+    "exp_sine_squared": ExpSineSquared,
+    "periodic": ExpSineSquared,
+    "white": White,
 }
 
 
@@ -38,7 +53,7 @@ KERNELS: dict[str, type[Kernel]] = {
 #: that takes them; a kernel name and its keywords are then checked by :func:`resolve_kernel`,
 #: which knows each kernel's own parameters.
 KERNEL_CONSTRAINTS: dict = {
-    "kernel": [str, InstanceOf(Kernel, "a mercer.kernels.Kernel")],
+    "kernel": [str, InstanceOf(Kernel, "a mercer.kernels.Kernel"), "callable"],
     "gamma": [Interval(Real, None, None), None],
     "degree": [Interval(Real, 0, None, closed="left"), None],
     "coef0": [Interval(Real, None, None), None],
@@ -52,20 +67,25 @@ def resolve_kernel(kernel, *, gamma=None, degree=None, coef0=None, kernel_params
 
     Strings follow scikit-learn: ``gamma``, ``degree`` and ``coef0`` go to the kernels that take
     them (and are ignored by the others, as in scikit-learn); ``kernel_params`` (a dict, never
-    modified) adds any other keyword. A :class:`Kernel` instance is returned as is.
+    modified) adds any other keyword. A :class:`Kernel` instance is returned as is. A callable
+    ``f(X1, X2, **kernel_params)`` returning the ``(n1, n2)`` block becomes
+    ``FunctionKernel(f, kernel_params)`` (``gamma``, ``degree`` and ``coef0`` are not passed to it,
+    as in scikit-learn; note that scikit-learn calls its callables per pair of rows, mercer per block).
     """
     if isinstance(kernel, Kernel):
         return kernel
+    if callable(kernel) and not isinstance(kernel, type):
+        return FunctionKernel(kernel, None if kernel_params is None else dict(kernel_params))
     if not isinstance(kernel, str):
         raise ValueError(
-            f"The 'kernel' parameter of {owner} must be a str among {sorted(KERNELS)} or a "
-            f"mercer.kernels.Kernel. Got {kernel!r} instead."
+            f"The 'kernel' parameter of {owner} must be a str among {sorted(KERNELS)}, a "
+            f"mercer.kernels.Kernel or a callable. Got {kernel!r} instead."
         )
     name = kernel.lower()
     if name not in KERNELS:
         raise ValueError(
-            f"The 'kernel' parameter of {owner} must be a str among {sorted(KERNELS)} or a "
-            f"mercer.kernels.Kernel. Got {kernel!r} instead."
+            f"The 'kernel' parameter of {owner} must be a str among {sorted(KERNELS)}, a "
+            f"mercer.kernels.Kernel or a callable. Got {kernel!r} instead."
         )
     cls = KERNELS[name]
     accepted = set(inspect.signature(cls.__init__).parameters) - {"self"}

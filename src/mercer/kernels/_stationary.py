@@ -104,6 +104,11 @@ class RBF(_Stationary):
     sigma : float > 0 or None
         Bandwidth; ``gamma = 1 / (2 sigma^2)``. Give ``gamma`` or ``sigma``, not both.
 
+    ``sigma`` is an alias read into ``gamma``: :meth:`get_params` returns ``gamma`` (the value
+    used) and ``sigma=None``, so ``RBF(**k.get_params())`` equals ``k``; ``set_params(sigma=s)``
+    sets ``gamma = 1 / (2 s^2)`` and ``set_params(gamma=g)`` sets ``gamma``, so a search can
+    run over either name (giving both at once raises, as in ``__init__``).
+
     Spectral density: :math:`\omega \sim \mathcal{N}(0, 2\gamma I)`.
     """
 
@@ -112,8 +117,17 @@ class RBF(_Stationary):
         gamma = positive(owner, "gamma", gamma, allow_none=True)
         sigma = positive(owner, "sigma", sigma, allow_none=True)
         if gamma is not None and sigma is not None:
-            raise ValueError(f"{owner}: give either 'gamma' or 'sigma', not both (got gamma={gamma}, sigma={sigma}).")
+            raise ValueError(f"The 'sigma' parameter of {owner} must be None when 'gamma' is given (give either "
+                             f"'gamma' or 'sigma', not both). Got {sigma!r} instead (gamma={gamma!r}).")
         self.gamma = 1.0 / (2.0 * sigma**2) if sigma is not None else gamma
+
+    def _shallow_params(self) -> dict:
+        return {"gamma": self.gamma, "sigma": None}  # sigma was read into gamma
+
+    def _merged_params(self, current: dict, changed: dict) -> dict:
+        if changed.get("sigma") is not None and "gamma" not in changed:
+            current = {**current, "gamma": None}  # the new sigma replaces the old gamma
+        return {**current, **changed}
 
     @property
     def hyperparameters(self) -> dict:

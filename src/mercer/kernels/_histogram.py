@@ -1,0 +1,95 @@
+"""Chi-squared kernels on histograms (non-negative features), as scikit-learn's.
+
+Both are computed feature by feature into one output block (two scratch blocks: the numerator and
+the denominator of the current feature), so memory stays ``O(n1 n2)`` whatever the number of bins.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ._base import Kernel
+from ._params import positive
+
+__all__ = ["AdditiveChi2", "Chi2"]
+
+
+def _check_non_negative(owner: str, X1: torch.Tensor, X2: torch.Tensor) -> None:
+    if bool((X1 < 0).any()) or bool((X2 < 0).any()):
+        raise ValueError(f"{owner} expects non-negative features (histograms); got negative entries.")
+
+
+def _neg_chi2_distance(X1: torch.Tensor, X2: torch.Tensor) -> torch.Tensor:
+    r""":math:`-\sum_i (x_i - y_i)^2 / (x_i + y_i)` for every pair (terms with ``x_i + y_i = 0`` are 0)."""
+    out = torch.zeros(X1.shape[0], X2.shape[0], dtype=X1.dtype, device=X1.device)
+    num, den = torch.empty_like(out), torch.empty_like(out)
+    tiny = torch.finfo(X1.dtype).tiny  # x_i = y_i = 0: 0 / tiny = 0, as scikit-learn skips the term
+    for j in range(X1.shape[1]):
+        a, b = X1[:, j, None], X2[None, :, j]
+        torch.sub(a, b, out=num).square_()
+        torch.add(a, b, out=den).clamp_min_(tiny)
+        out.sub_(num.div_(den))
+    return out
+
+
+def _neg_chi2_paired(X1: torch.Tensor, X2: torch.Tensor) -> torch.Tensor:
+    den = (X1 + X2).clamp_min_(torch.finfo(X1.dtype).tiny)
+    return -((X1 - X2).square_().div_(den)).sum(dim=1)
+
+
+class AdditiveChi2(Kernel):
+    r"""Additive chi-squared kernel :math:`k(x, y) = -\sum_i \frac{(x_i - y_i)^2}{x_i + y_i}`
+    for histograms ``x, y >= 0`` (terms with ``x_i + y_i = 0`` count 0), as scikit-learn's
+    ``additive_chi2_kernel``.
+
+    Its values are <= 0 (0 on the diagonal): it is only *conditionally* positive semi-definite
+    (``sum_ij c_i c_j k(x_i, x_j) >= 0`` when ``sum_i c_i = 0``), not a Mercer kernel;
+    :func:`mercer.kernels.check_mercer` flags it. Use it where a conditionally PSD kernel is
+    enough, or use :class:`Chi2` (``exp(gamma k)``), which is PSD. Negative inputs raise.
+    """
+
+    def scratch(self, n_features: int) -> float:
+        return 2.0
+
+    def _check_pair(self, X1, X2):
+        super()._check_pair(X1, X2)
+        _check_non_negative(type(self).__name__, X1, X2)
+
+    def _pairwise(self, X1, X2):
+        return _neg_chi2_distance(X1, X2)
+
+    def _paired(self, X1, X2):
+        return _neg_chi2_paired(X1, X2)
+
+
+class Chi2(Kernel):
+    r"""Exponential chi-squared kernel
+    :math:`k(x, y) = \exp\left(-\gamma \sum_i \frac{(x_i - y_i)^2}{x_i + y_i}\right)`
+    for histograms ``x, y >= 0`` (terms with ``x_i + y_i = 0`` count 0), as scikit-learn's
+    ``chi2_kernel``. Positive semi-definite; values in ``(0, 1]``. Negative inputs raise.
+
+    Parameters
+    ----------
+    gamma : float > 0, default 1.0
+        Scale of the chi-squared distance (scikit-learn's default is 1, not ``1 / n_features``).
+    """
+
+    def __init__(self, gamma: float = 1.0):
+        self.gamma = positive(type(self).__name__, "gamma", gamma)
+
+    @property
+    def hyperparameters(self) -> dict:
+        return {"gamma": self.gamma}
+
+    def scratch(self, n_features: int) -> float:
+        return 2.0
+
+    def _check_pair(self, X1, X2):
+        super()._check_pair(X1, X2)
+        _check_non_negative(type(self).__name__, X1, X2)
+
+    def _pairwise(self, X1, X2):
+        return _neg_chi2_distance(X1, X2).mul_(self.gamma).exp_()
+
+    def _paired(self, X1, X2):
+        return torch.exp(_neg_chi2_paired(X1, X2) * self.gamma)
