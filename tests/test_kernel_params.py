@@ -12,7 +12,7 @@ import pytest
 import torch
 from scipy.stats import loguniform
 from sklearn.base import clone, is_classifier
-from sklearn.experimental import enable_halving_search_cv  # noqa: F401  # noqa: F401  (enables HalvingGridSearchCV)
+from sklearn.experimental import enable_halving_search_cv  # noqa: F401
 from sklearn.model_selection import GridSearchCV, HalvingGridSearchCV, RandomizedSearchCV
 
 import mercer
