@@ -11,7 +11,8 @@ frequencies gives the map of seed 002,
 :math:`b_j \\sim U[0, 2\\pi)` (m features, ``variant="phase"``). Both are unbiased; the cos/sin pair
 has lower variance. The error of :math:`z(x)^T z(y)` falls like :math:`1/\\sqrt{m}`.
 
-Spectral densities: RBF -> Gaussian, Laplacian -> a product of Cauchy laws, Matérn -> Student-t.
+Spectral densities: RBF -> Gaussian, Laplacian -> a product of Cauchy laws, Matérn -> Student-t;
+with per-feature scales (ARD) the frequencies are drawn for unit scale and rescaled per feature.
 Composites are sampled exactly: ``c * k`` scales k(0); a sum of stationary kernels is a mixture
 (each frequency drawn from term i with probability k_i(0) / sum_j k_j(0)); a product is a
 convolution (frequencies add).
@@ -80,7 +81,7 @@ def spectral_sample(kernel: Kernel, n_features: int, n_components: int, *, gener
             k0 *= ki
         return W, k0
     if isinstance(kernel, Sum):
-        masses = [_mass(part, owner) for part in kernel.kernels]
+        masses = [_mass(part, owner, n_features) for part in kernel.kernels]
         total = sum(masses)
         probs = torch.tensor(masses, dtype=torch.float64) / total
         which = torch.multinomial(probs, n_components, replacement=True,
@@ -100,21 +101,22 @@ def spectral_sample(kernel: Kernel, n_features: int, n_components: int, *, gener
                                      device=generator.device).to(device), 1.0
 
 
-def _mass(kernel: Kernel, owner: str) -> float:
-    """k(x, x) of a stationary kernel (the same for every x)."""
+def _mass(kernel: Kernel, owner: str, n_features: int) -> float:
+    """k(x, x) of a stationary kernel (the same for every x with ``n_features`` features)."""
     if isinstance(kernel, Constant):
         return float(kernel.value)
     if isinstance(kernel, Scaled):
-        return float(kernel.scale) * _mass(kernel.kernel, owner)
+        return float(kernel.scale) * _mass(kernel.kernel, owner, n_features)
     if isinstance(kernel, Product):
-        return math.prod(_mass(k, owner) for k in kernel.kernels)
+        return math.prod(_mass(k, owner, n_features) for k in kernel.kernels)
     if isinstance(kernel, Sum):
-        return sum(_mass(k, owner) for k in kernel.kernels)
-    if getattr(kernel, "columns", None) is not None and isinstance(getattr(kernel, "kernel", None), Kernel):
-        return _mass(kernel.kernel, owner)
+        return sum(_mass(k, owner, n_features) for k in kernel.kernels)
+    cols = getattr(kernel, "columns", None)
+    if cols is not None and isinstance(getattr(kernel, "kernel", None), Kernel):
+        return _mass(kernel.kernel, owner, len(cols))
     if not kernel.is_stationary:
         raise _not_stationary(kernel, owner)
-    return float(kernel.diag(torch.zeros(1, 1, dtype=torch.float64))[0])
+    return float(kernel.diag(torch.zeros(1, n_features, dtype=torch.float64))[0])
 
 
 def _cpu_generator(generator: torch.Generator) -> torch.Generator:
@@ -128,7 +130,7 @@ def _cpu_generator(generator: torch.Generator) -> torch.Generator:
 def _isotropic(kernel: Kernel) -> bool:
     if isinstance(kernel, Scaled):
         return _isotropic(kernel.kernel)
-    return isinstance(kernel, (RBF, Matern))
+    return isinstance(kernel, (RBF, Matern)) and not kernel.is_ard  # per-feature scales: not isotropic
 
 
 def _orthogonalise(W: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
@@ -214,8 +216,8 @@ class RandomFourierFeatures(TransformerMixin, BaseEstimator):
         if not kernel.is_stationary:
             raise _not_stationary(kernel, owner)
         if self.orthogonal and not _isotropic(kernel):
-            raise ValueError(f"{owner}(orthogonal=True) needs an isotropic kernel (RBF or Matern, possibly "
-                             f"scaled); got {kernel!r}. Use orthogonal=False.")
+            raise ValueError(f"{owner}(orthogonal=True) needs an isotropic kernel (RBF or Matern with one "
+                             f"scalar scale, possibly scaled); got {kernel!r}. Use orthogonal=False.")
         device = resolve_device(self.device if not isinstance(Xv, torch.Tensor) else (self.device or Xv.device))
         dtype = resolve_dtype(self.dtype, Xv)
         gen = make_generator(self.random_state)  # CPU draws: the same features on every device

@@ -18,6 +18,7 @@ from ._learnable import LearnableKernel
 from ._precomputed import Precomputed
 from ._registry import KERNEL_CONSTRAINTS, KERNELS, parse_kernel_spec, resolve_kernel
 from ._sets import HistogramIntersection, Intersection, encode_sets
+from ._sklearn import from_sklearn
 from ._stationary import RBF, Gaussian, Laplacian, Matern, squared_distances
 
 __all__ = [
@@ -51,6 +52,7 @@ __all__ = [
     "White",
     "check_mercer",
     "encode_sets",
+    "from_sklearn",
     "parse_kernel_spec",
     "resolve_kernel",
     "squared_distances",

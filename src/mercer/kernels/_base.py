@@ -351,7 +351,9 @@ class Sum(_Composite):
     def _pairwise(self, X1, X2):
         out = self.kernels[0]._pairwise(X1, X2)
         for k in self.kernels[1:]:
-            out = out.add_(k._pairwise(X1, X2))
+            part = k._pairwise(X1, X2)
+            # in place unless autograd records the blocks (it may have saved ``out`` for backward)
+            out = out + part if out.requires_grad or part.requires_grad else out.add_(part)
         return out
 
     def _paired(self, X1, X2):
@@ -374,7 +376,8 @@ class Product(_Composite):
     def _pairwise(self, X1, X2):
         out = self.kernels[0]._pairwise(X1, X2)
         for k in self.kernels[1:]:
-            out = out.mul_(k._pairwise(X1, X2))
+            part = k._pairwise(X1, X2)
+            out = out * part if out.requires_grad or part.requires_grad else out.mul_(part)
         return out
 
     def _paired(self, X1, X2):
@@ -426,13 +429,17 @@ class Scaled(Kernel):
         return self.kernel.sample_frequencies(*args, **kwargs)
 
     def block(self, X, Z, rows, cols):
-        return self.kernel.block(X, Z, rows, cols).mul_(self.scale)
+        return self._scale(self.kernel.block(X, Z, rows, cols))
+
+    def _scale(self, out: torch.Tensor) -> torch.Tensor:
+        grad = out.requires_grad or (isinstance(self.scale, torch.Tensor) and self.scale.requires_grad)
+        return out * self.scale if grad else out.mul_(self.scale)
 
     def _check_pair(self, X1, X2):
         self.kernel._check_pair(X1, X2)
 
     def _pairwise(self, X1, X2):
-        return self.kernel._pairwise(X1, X2).mul_(self.scale)
+        return self._scale(self.kernel._pairwise(X1, X2))
 
     def _paired(self, X1, X2):
         return self.kernel._paired(X1, X2) * self.scale

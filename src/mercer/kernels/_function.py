@@ -71,10 +71,14 @@ class FunctionKernel(Kernel):
         if self.numpy:
             args = tuple(a.detach().cpu().numpy() for a in args)
         out = fn(*args, **(self.params or {}))
+        # a fresh block: the function may return (a view of) the user's own data, and composites
+        # and the block engine write into blocks in place
         if not isinstance(out, torch.Tensor):
-            out = torch.as_tensor(np.asarray(out), dtype=like.dtype, device=like.device)
+            out = torch.tensor(np.asarray(out), dtype=like.dtype, device=like.device)
         elif out.dtype != like.dtype or out.device != like.device:
             out = out.to(dtype=like.dtype, device=like.device)
+        else:
+            out = out.clone()
         if tuple(out.shape) != shape:
             raise ValueError(f"{type(self).__name__}: the function {_name(fn)} returned shape {tuple(out.shape)} "
                              f"for inputs of {args[0].shape[0]} and {args[-1].shape[0]} rows; it must return "

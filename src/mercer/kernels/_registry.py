@@ -20,6 +20,7 @@ from ._function import FunctionKernel
 from ._histogram import AdditiveChi2, Chi2
 from ._precomputed import Precomputed
 from ._sets import HistogramIntersection, Intersection
+from ._sklearn import SKLEARN_KERNEL, _convert as _from_sklearn, is_sklearn_kernel
 from ._stationary import RBF, Laplacian, Matern
 
 __all__ = ["KERNELS", "KERNEL_CONSTRAINTS", "resolve_kernel", "parse_kernel_spec"]
@@ -53,7 +54,7 @@ KERNELS: dict[str, type[Kernel]] = {
 #: that takes them; a kernel name and its keywords are then checked by :func:`resolve_kernel`,
 #: which knows each kernel's own parameters.
 KERNEL_CONSTRAINTS: dict = {
-    "kernel": [str, InstanceOf(Kernel, "a mercer.kernels.Kernel"), "callable"],
+    "kernel": [str, InstanceOf(Kernel, "a mercer.kernels.Kernel"), SKLEARN_KERNEL, "callable"],
     "gamma": [Interval(Real, None, None), None],
     "degree": [Interval(Real, 0, None, closed="left"), None],
     "coef0": [Interval(Real, None, None), None],
@@ -71,9 +72,14 @@ def resolve_kernel(kernel, *, gamma=None, degree=None, coef0=None, kernel_params
     ``f(X1, X2, **kernel_params)`` returning the ``(n1, n2)`` block becomes
     ``FunctionKernel(f, kernel_params)`` (``gamma``, ``degree`` and ``coef0`` are not passed to it,
     as in scikit-learn; note that scikit-learn calls its callables per pair of rows, mercer per block).
+    A scikit-learn GP kernel (``sklearn.gaussian_process.kernels``) is converted by
+    :func:`mercer.kernels.from_sklearn` (``gamma``, ``degree``, ``coef0`` and ``kernel_params`` are
+    ignored, as for a :class:`Kernel`).
     """
     if isinstance(kernel, Kernel):
         return kernel
+    if is_sklearn_kernel(kernel):  # before the callables: scikit-learn's kernels are callable
+        return _from_sklearn(kernel, owner)
     if callable(kernel) and not isinstance(kernel, type):
         return FunctionKernel(kernel, None if kernel_params is None else dict(kernel_params))
     if not isinstance(kernel, str):

@@ -2,17 +2,26 @@
 
 Each one also knows its spectral density (Bochner's theorem): ``sample_frequencies`` draws
 ``omega`` with ``E[cos(omega^T (x - y))] = k(x, y)``, which is what random Fourier features need.
+
+Each scale may also be a vector, one value per feature (automatic relevance determination, ARD):
+the inputs are then rescaled per feature once per block (RBF ``x * sqrt(gamma)``, Laplacian
+``x * gamma``, Matérn ``x / length_scale``) and the formula with unit scale is applied; the
+frequencies are drawn as for unit scale and rescaled per feature. A scalar scale takes the same
+code as before (one type check more).
 """
 
 from __future__ import annotations
 
 import math
+import numbers
 import weakref
 
+import numpy as np
 import torch
 
 from .._backend import row_sq_norms
-from ._base import Kernel
+from .._validation import describe
+from ._base import Kernel, _fmt
 from ._params import positive, resolved_gamma
 
 __all__ = ["RBF", "Gaussian", "Laplacian", "Matern", "squared_distances"]
@@ -85,8 +94,108 @@ def _sq_norms_cached(X2: torch.Tensor) -> torch.Tensor:
     return n2
 
 
+# -- per-feature scales (ARD) --------------------------------------------------------------------
+class _Scales(tuple):
+    """Per-feature values of a kernel scale (ARD): an immutable tuple of positive floats, so a
+    kernel holding one stays hashable, compares by value, and is saved by :mod:`mercer.io` as a
+    list. It has no single value: ``float()`` of it raises (code that needs one scale, such as
+    hyperparameter learning, refuses it with this message)."""
+
+    __slots__ = ()
+
+    def short(self) -> str:
+        """Compact text for a kernel's repr: ``[0.5, 1, 2]``, or the ends of a long vector."""
+        vals = [f"{v:g}" for v in self]
+        if len(vals) > 8:
+            return f"[{', '.join(vals[:3])}, ..., {', '.join(vals[-2:])}] ({len(vals)} values)"
+        return f"[{', '.join(vals)}]"
+
+    def __float__(self):
+        raise TypeError(f"the per-feature (ARD) kernel scale {self.short()} has no single value: learning kernel "
+                        "hyperparameters (GaussianProcessRegressor, SparseGPRegressor, KernelRidgeCV, "
+                        "LearnableKernel) and other code that needs one scale do not support per-feature "
+                        "scales yet. Rescale the features instead (RBF: X * sqrt(gamma), Laplacian: "
+                        "X * gamma, Matern: X / length_scale) and use a scalar kernel.")
+
+
+def _is_vector(value) -> bool:
+    """Whether a scale was given per feature: a list, tuple, array of ndim >= 1 or tensor of
+    more than one element (a one-element tensor stays a scalar, learnable, hyperparameter)."""
+    if isinstance(value, (list, tuple)):
+        return True
+    if isinstance(value, np.ndarray):
+        return value.ndim >= 1
+    return isinstance(value, torch.Tensor) and value.ndim >= 1 and value.numel() != 1
+
+
+def _real_vector(value) -> np.ndarray | None:
+    """``value`` (list, tuple, array or tensor) as float64 if it holds real numbers only (no
+    booleans), else None."""
+    if isinstance(value, torch.Tensor):
+        value = value.detach().cpu().numpy()
+    if isinstance(value, np.ndarray):
+        real = np.issubdtype(value.dtype, np.floating) or np.issubdtype(value.dtype, np.integer)
+    else:
+        real = all(isinstance(v, numbers.Real) and not isinstance(v, (bool, np.bool_)) for v in value)
+    return np.asarray(value, dtype=np.float64) if real else None
+
+
+def _scale(owner: str, name: str, value, *, allow_none: bool = False):
+    """A scale: a positive float as :func:`positive` checks it, or a vector of them (``_Scales``)."""
+    if not _is_vector(value):
+        return positive(owner, name, value, allow_none=allow_none)
+    what = (f"The {name!r} parameter of {owner} must be a float in the range (0, inf) or a 1-D array of them "
+            "(one per feature)")
+    if isinstance(value, torch.Tensor) and value.requires_grad:
+        raise ValueError(f"{what} that does not require grad: learning per-feature scales is not supported yet. "
+                         f"Got {describe(value)} instead.")
+    arr = _real_vector(value)
+    if arr is None or arr.ndim != 1 or arr.size == 0 or not np.all(np.isfinite(arr) & (arr > 0)):
+        raise ValueError(f"{what}. Got {describe(value)} instead.")
+    return _Scales(float(v) for v in arr)
+
+
+def _per_feature(kernel: Kernel, name: str, n_features: int, *, dtype, device) -> torch.Tensor:
+    """The per-feature scale ``name`` of ``kernel`` as a tensor, after checking its length."""
+    values = getattr(kernel, name)
+    if len(values) != n_features:
+        raise ValueError(f"The {name!r} parameter of {type(kernel).__name__} has {len(values)} values (one per "
+                         f"feature) but the data have {n_features} features; they must match.")
+    return torch.tensor(values, dtype=torch.float64).to(device=device, dtype=dtype)
+
+
+def _ard_sq_dist(A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
+    """``-||a - b||^2`` of rescaled rows. They are fresh tensors, so a few rows against many take
+    the direct product without the norm cache (which is for stored points)."""
+    if B is A or A.shape[0] > _SMALL_LEFT:
+        return _scaled_sq_dist(A, B, 1.0)
+    return (A @ B.T).mul_(2.0).sub_(row_sq_norms(A)[:, None]).sub_(row_sq_norms(B)[None, :]).clamp_max_(0.0)
+
+
 class _Stationary(Kernel):
     is_stationary = True
+    #: The scale that may be given per feature (ARD).
+    _ard_name = ""
+
+    @property
+    def is_ard(self) -> bool:
+        """True when the scale is given per feature (a vector)."""
+        return isinstance(getattr(self, self._ard_name), _Scales)
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v.short()}" if isinstance(v, _Scales) else f"{k}={_fmt(v)}"
+                         for k, v in self.hyperparameters.items())
+        return f"{type(self).__name__}({args})"
+
+    def _ard_factor(self, X: torch.Tensor) -> torch.Tensor:
+        """Per-feature factor the inputs are multiplied by (unit scale after it)."""
+        raise NotImplementedError  # pragma: no cover
+
+    def _ard_inputs(self, X1: torch.Tensor, X2: torch.Tensor):
+        """``X1`` and ``X2`` rescaled per feature (the same tensor twice when ``X2 is X1``)."""
+        s = self._ard_factor(X1)
+        A = X1 * s
+        return A, (A if X2 is X1 else X2 * s)
 
     def sample_frequencies(self, n_features: int, n_components: int, *, generator: torch.Generator,
                            dtype=torch.float64, device="cpu") -> torch.Tensor:
@@ -95,31 +204,41 @@ class _Stationary(Kernel):
 
 
 class RBF(_Stationary):
-    r"""Gaussian (RBF) kernel :math:`k(x, y) = \exp(-\gamma \|x - y\|^2)`.
+    r"""Gaussian (RBF) kernel :math:`k(x, y) = \exp(-\gamma \|x - y\|^2)`, or with one
+    :math:`\gamma_i` per feature (ARD) :math:`k(x, y) = \exp(-\sum_i \gamma_i (x_i - y_i)^2)`.
 
     Parameters
     ----------
-    gamma : float > 0 or None
-        ``None`` means ``1 / n_features`` (scikit-learn's default) unless ``sigma`` is given.
-    sigma : float > 0 or None
-        Bandwidth; ``gamma = 1 / (2 sigma^2)``. Give ``gamma`` or ``sigma``, not both.
+    gamma : float > 0, array-like of shape (n_features,) or None
+        ``None`` means ``1 / n_features`` (scikit-learn's default) unless ``sigma`` is given. A
+        vector (list, array, 1-D tensor) gives one value per feature; its length is checked
+        against the data's number of features at evaluation.
+    sigma : float > 0, array-like of shape (n_features,) or None
+        Bandwidth; ``gamma = 1 / (2 sigma^2)`` (per feature for a vector: scikit-learn's
+        ``RBF(length_scale=sigma)``). Give ``gamma`` or ``sigma``, not both.
 
     ``sigma`` is an alias read into ``gamma``: :meth:`get_params` returns ``gamma`` (the value
     used) and ``sigma=None``, so ``RBF(**k.get_params())`` equals ``k``; ``set_params(sigma=s)``
     sets ``gamma = 1 / (2 s^2)`` and ``set_params(gamma=g)`` sets ``gamma``, so a search can
     run over either name (giving both at once raises, as in ``__init__``).
 
-    Spectral density: :math:`\omega \sim \mathcal{N}(0, 2\gamma I)`.
+    Spectral density: :math:`\omega \sim \mathcal{N}(0, 2\gamma I)`
+    (:math:`\omega_i \sim \mathcal{N}(0, 2\gamma_i)` per feature).
     """
+
+    _ard_name = "gamma"
 
     def __init__(self, gamma: float | None = None, sigma: float | None = None):
         owner = type(self).__name__
-        gamma = positive(owner, "gamma", gamma, allow_none=True)
-        sigma = positive(owner, "sigma", sigma, allow_none=True)
+        gamma = _scale(owner, "gamma", gamma, allow_none=True)
+        sigma = _scale(owner, "sigma", sigma, allow_none=True)
         if gamma is not None and sigma is not None:
             raise ValueError(f"The 'sigma' parameter of {owner} must be None when 'gamma' is given (give either "
                              f"'gamma' or 'sigma', not both). Got {sigma!r} instead (gamma={gamma!r}).")
-        self.gamma = 1.0 / (2.0 * sigma**2) if sigma is not None else gamma
+        if isinstance(sigma, _Scales):
+            self.gamma = _Scales(1.0 / (2.0 * s**2) for s in sigma)
+        else:
+            self.gamma = 1.0 / (2.0 * sigma**2) if sigma is not None else gamma
 
     def _shallow_params(self) -> dict:
         return {"gamma": self.gamma, "sigma": None}  # sigma was read into gamma
@@ -136,15 +255,27 @@ class RBF(_Stationary):
     def scratch(self, n_features: int) -> float:
         return 0.0
 
+    def _ard_factor(self, X):
+        return _per_feature(self, "gamma", X.shape[1], dtype=torch.float64, device="cpu").sqrt_().to(X)
+
     def _pairwise(self, X1, X2):
+        if type(self.gamma) is _Scales:
+            return _ard_sq_dist(*self._ard_inputs(X1, X2)).exp_()
         g = resolved_gamma(self.gamma, X1.shape[1])
         return _scaled_sq_dist(X1, X2, g).exp_()
 
     def _paired(self, X1, X2):
+        if type(self.gamma) is _Scales:
+            A, B = self._ard_inputs(X1, X2)
+            return torch.exp(-((A - B) ** 2).sum(dim=1))
         g = resolved_gamma(self.gamma, X1.shape[1])
         return torch.exp(-g * ((X1 - X2) ** 2).sum(dim=1))
 
     def sample_frequencies(self, n_features, n_components, *, generator, dtype=torch.float64, device="cpu"):
+        if type(self.gamma) is _Scales:  # N(0, 2 gamma_i) per feature: unit draws, rows rescaled
+            g = _per_feature(self, "gamma", n_features, dtype=dtype, device=device)
+            W = torch.randn(n_features, n_components, generator=generator, dtype=dtype, device=device)
+            return W.mul_(g.mul_(2.0).sqrt_()[:, None])
         g = float(resolved_gamma(self.gamma, n_features))
         W = torch.randn(n_features, n_components, generator=generator, dtype=dtype, device=device)
         return W.mul_(math.sqrt(2.0 * g))
@@ -154,14 +285,23 @@ Gaussian = RBF
 
 
 class Laplacian(_Stationary):
-    r"""Laplacian kernel :math:`k(x, y) = \exp(-\gamma \|x - y\|_1)` (as scikit-learn's).
+    r"""Laplacian kernel :math:`k(x, y) = \exp(-\gamma \|x - y\|_1)` (as scikit-learn's), or with
+    one :math:`\gamma_i` per feature (ARD) :math:`k(x, y) = \exp(-\sum_i \gamma_i |x_i - y_i|)`.
 
-    ``gamma=None`` means ``1 / n_features``. Spectral density: a product of Cauchy(0, gamma)
-    laws, one per coordinate.
+    Parameters
+    ----------
+    gamma : float > 0, array-like of shape (n_features,) or None
+        ``None`` means ``1 / n_features``. A vector (list, array, 1-D tensor) gives one value
+        per feature; its length is checked against the data's at evaluation.
+
+    Spectral density: a product of Cauchy(0, gamma) laws (Cauchy(0, gamma_i) per feature), one
+    per coordinate.
     """
 
+    _ard_name = "gamma"
+
     def __init__(self, gamma: float | None = None):
-        self.gamma = positive(type(self).__name__, "gamma", gamma, allow_none=True)
+        self.gamma = _scale(type(self).__name__, "gamma", gamma, allow_none=True)
 
     @property
     def hyperparameters(self) -> dict:
@@ -170,15 +310,28 @@ class Laplacian(_Stationary):
     def scratch(self, n_features: int) -> float:
         return 0.0
 
+    def _ard_factor(self, X):
+        return _per_feature(self, "gamma", X.shape[1], dtype=X.dtype, device=X.device)
+
     def _pairwise(self, X1, X2):
+        if type(self.gamma) is _Scales:
+            A, B = self._ard_inputs(X1, X2)
+            return torch.cdist(A, B, p=1.0).neg_().exp_()
         g = resolved_gamma(self.gamma, X1.shape[1])
         return torch.cdist(X1, X2, p=1.0).mul_(-g).exp_()
 
     def _paired(self, X1, X2):
+        if type(self.gamma) is _Scales:
+            A, B = self._ard_inputs(X1, X2)
+            return torch.exp(-(A - B).abs().sum(dim=1))
         g = resolved_gamma(self.gamma, X1.shape[1])
         return torch.exp(-g * (X1 - X2).abs().sum(dim=1))
 
     def sample_frequencies(self, n_features, n_components, *, generator, dtype=torch.float64, device="cpu"):
+        if type(self.gamma) is _Scales:  # Cauchy(0, gamma_i) per feature: unit draws, rows rescaled
+            g = _per_feature(self, "gamma", n_features, dtype=dtype, device=device)
+            U = torch.rand(n_features, n_components, generator=generator, dtype=dtype, device=device)
+            return torch.tan(math.pi * (U - 0.5)).mul_(g[:, None])
         g = float(resolved_gamma(self.gamma, n_features))
         U = torch.rand(n_features, n_components, generator=generator, dtype=dtype, device=device)
         return torch.tan(math.pi * (U - 0.5)).mul_(g)
@@ -187,24 +340,34 @@ class Laplacian(_Stationary):
 class Matern(_Stationary):
     r"""Matérn kernel with smoothness ``nu`` in {1/2, 3/2, 5/2} and ``length_scale`` l.
 
-    With :math:`r = \|x - y\|_2 / l`:
+    With :math:`r = \|x - y\|_2 / l`, or with one :math:`l_i` per feature (ARD)
+    :math:`r = \|(x - y) / l\|_2 = \sqrt{\sum_i (x_i - y_i)^2 / l_i^2}`:
 
     * nu = 1/2: :math:`\exp(-r)`
     * nu = 3/2: :math:`(1 + \sqrt{3} r) \exp(-\sqrt{3} r)`
     * nu = 5/2: :math:`(1 + \sqrt{5} r + 5 r^2 / 3) \exp(-\sqrt{5} r)`
 
-    Matches ``sklearn.gaussian_process.kernels.Matern``. Spectral density: a multivariate
-    Student-t with ``2 nu`` degrees of freedom and scale ``1 / l``.
+    Parameters
+    ----------
+    nu : {0.5, 1.5, 2.5}, default 1.5
+    length_scale : float > 0 or array-like of shape (n_features,), default 1.0
+        A vector (list, array, 1-D tensor) gives one length scale per feature; its length is
+        checked against the data's at evaluation.
+
+    Matches ``sklearn.gaussian_process.kernels.Matern`` (anisotropic with a vector
+    ``length_scale``). Spectral density: a multivariate Student-t with ``2 nu`` degrees of
+    freedom and scale ``1 / l`` (``1 / l_i`` per feature).
     """
 
     _NUS = (0.5, 1.5, 2.5)
+    _ard_name = "length_scale"
 
     def __init__(self, nu: float = 1.5, length_scale: float = 1.0):
         owner = type(self).__name__
         if nu not in self._NUS:
             raise ValueError(f"The 'nu' parameter of {owner} must be one of {self._NUS}. Got {nu!r} instead.")
         self.nu = float(nu)
-        self.length_scale = positive(owner, "length_scale", length_scale)
+        self.length_scale = _scale(owner, "length_scale", length_scale)
 
     @property
     def hyperparameters(self) -> dict:
@@ -219,19 +382,34 @@ class Matern(_Stationary):
         r = r.mul_(math.sqrt(5.0))
         return (1.0 + r + r * r / 3.0) * torch.exp(-r)
 
+    def _ard_inputs(self, X1, X2):
+        # x / l (as scikit-learn), not x * (1 / l)
+        ls = _per_feature(self, "length_scale", X1.shape[1], dtype=X1.dtype, device=X1.device)
+        A = X1 / ls
+        return A, (A if X2 is X1 else X2 / ls)
+
     def _pairwise(self, X1, X2):
         # Exact differences (not the GEMM expansion): sqrt amplifies cancellation near r = 0.
+        if type(self.length_scale) is _Scales:
+            A, B = self._ard_inputs(X1, X2)
+            return self._profile(torch.cdist(A, B, p=2.0, compute_mode="donot_use_mm_for_euclid_dist"))
         r = torch.cdist(X1, X2, p=2.0, compute_mode="donot_use_mm_for_euclid_dist")
         return self._profile(r.div_(self.length_scale))
 
     def _paired(self, X1, X2):
+        if type(self.length_scale) is _Scales:
+            A, B = self._ard_inputs(X1, X2)
+            return self._profile(torch.linalg.vector_norm(A - B, dim=1))
         r = torch.linalg.vector_norm(X1 - X2, dim=1) / self.length_scale
         return self._profile(r)
 
     def sample_frequencies(self, n_features, n_components, *, generator, dtype=torch.float64, device="cpu"):
+        ard = type(self.length_scale) is _Scales
+        ls = _per_feature(self, "length_scale", n_features, dtype=dtype, device=device)[:, None] if ard \
+            else self.length_scale
         Z = torch.randn(n_features, n_components, generator=generator, dtype=dtype, device=device)
         dof = 2.0 * self.nu
         # u ~ chi-square(dof) = Gamma(dof / 2, scale 2)
         shape = torch.full((n_components,), dof / 2.0, dtype=dtype, device=device)
         u = torch._standard_gamma(shape, generator=generator) * 2.0
-        return Z.div_(self.length_scale).mul_(torch.sqrt(dof / u)[None, :])
+        return Z.div_(ls).mul_(torch.sqrt(dof / u)[None, :])

@@ -62,7 +62,7 @@ class _Rows:
         self.pre = kernel.is_precomputed
         if self.pre:  # Xs: rows of the Gram matrix restricted to this problem's columns
             self.X = Xs[:, cols] if cols is not None else Xs
-        self.rbf = type(kernel) is RBF
+        self.rbf = type(kernel) is RBF and not kernel.is_ard  # per-feature gammas: the generic path
         if self.rbf:
             self.g = float(kernel.gamma if kernel.gamma is not None else 1.0 / Xs.shape[1])
             self.nrm = row_sq_norms(Xs).mul_(-self.g)
