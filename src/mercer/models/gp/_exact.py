@@ -68,10 +68,13 @@ class GaussianProcessRegressor(_GPBase):
 
     Parameters
     ----------
-    kernel : str or mercer Kernel, default="rbf"
+    kernel : str, mercer Kernel or scikit-learn GP kernel, default="rbf"
         Covariance function; any mercer kernel, composites included (``c * RBF() + Linear()``).
-        scikit-learn's ``ConstantKernel(c) * RBF(l)`` is ``c * RBF(sigma=l)``; its
-        ``WhiteKernel(s)`` is ``noise=s``; ``Matern(l, nu)`` is ``Matern(nu, length_scale=l)``.
+        scikit-learn's kernel objects are converted exactly (:func:`mercer.kernels.from_sklearn`):
+        ``ConstantKernel(c) * RBF(l)`` is ``c * RBF(sigma=l)``, ``Matern(l, nu)`` is
+        ``Matern(nu, length_scale=l)``; a ``WhiteKernel(s)`` in it becomes ``White(s)`` (or use
+        ``noise=s``). Their hyperparameters are learned as mercer's GP learns them (per-kernel
+        bounds and ``"fixed"`` are not used yet; ARD length scales are refused for now).
     gamma, degree, coef0, kernel_params :
         Passed to a kernel given by name.
     noise : float, default=1e-2
