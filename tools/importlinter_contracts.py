@@ -10,7 +10,7 @@ graph with :mod:`ast` and applies the same rule to names:
     package that owns ``X`` (``X`` if ``X`` is a package, else the package containing ``X``).
 
 So ``mercer._validation`` (owned by ``mercer``) lends ``_name`` to every module, while
-``from ..gp._gp import _chol`` in ``mercer.models.ridge`` is refused (owned by ``mercer.models.gp``).
+``from ..gp._exact import _GaussianLML`` in ``mercer.models.ridge`` is refused (owned by ``mercer.models.gp``).
 Dunder names (``__version__``) are public.  Registered in ``pyproject.toml``::
 
     contract_types = ["private_names: tools.importlinter_contracts.PrivateNamesContract"]

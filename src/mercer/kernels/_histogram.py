@@ -37,7 +37,18 @@ def _neg_chi2_paired(X1: torch.Tensor, X2: torch.Tensor) -> torch.Tensor:
     return -((X1 - X2).square_().div_(den)).sum(dim=1)
 
 
-class AdditiveChi2(Kernel):
+class _HistogramKernel(Kernel):
+    """What the chi-squared kernels share: non-negative inputs and two block-sized temporaries."""
+
+    def scratch(self, n_features: int) -> float:
+        return 2.0
+
+    def _check_pair(self, X1, X2):
+        super()._check_pair(X1, X2)
+        _check_non_negative(type(self).__name__, X1, X2)
+
+
+class AdditiveChi2(_HistogramKernel):
     r"""Additive chi-squared kernel :math:`k(x, y) = -\sum_i \frac{(x_i - y_i)^2}{x_i + y_i}`
     for histograms ``x, y >= 0`` (terms with ``x_i + y_i = 0`` count 0), as scikit-learn's
     ``additive_chi2_kernel``.
@@ -48,13 +59,6 @@ class AdditiveChi2(Kernel):
     enough, or use :class:`Chi2` (``exp(gamma k)``), which is PSD. Negative inputs raise.
     """
 
-    def scratch(self, n_features: int) -> float:
-        return 2.0
-
-    def _check_pair(self, X1, X2):
-        super()._check_pair(X1, X2)
-        _check_non_negative(type(self).__name__, X1, X2)
-
     def _pairwise(self, X1, X2):
         return _neg_chi2_distance(X1, X2)
 
@@ -62,7 +66,7 @@ class AdditiveChi2(Kernel):
         return _neg_chi2_paired(X1, X2)
 
 
-class Chi2(Kernel):
+class Chi2(_HistogramKernel):
     r"""Exponential chi-squared kernel
     :math:`k(x, y) = \exp\left(-\gamma \sum_i \frac{(x_i - y_i)^2}{x_i + y_i}\right)`
     for histograms ``x, y >= 0`` (terms with ``x_i + y_i = 0`` count 0), as scikit-learn's
@@ -80,13 +84,6 @@ class Chi2(Kernel):
     @property
     def hyperparameters(self) -> dict:
         return {"gamma": self.gamma}
-
-    def scratch(self, n_features: int) -> float:
-        return 2.0
-
-    def _check_pair(self, X1, X2):
-        super()._check_pair(X1, X2)
-        _check_non_negative(type(self).__name__, X1, X2)
 
     def _pairwise(self, X1, X2):
         return _neg_chi2_distance(X1, X2).mul_(self.gamma).exp_()
