@@ -90,9 +90,25 @@ def test_invalid_vectors_refused(cls, name, value):
         cls(**{name: value})
 
 
-def test_tensor_requiring_grad_refused():
-    with pytest.raises(ValueError, match="does not require grad"):
-        RBF(gamma=torch.ones(3, requires_grad=True))
+@pytest.mark.parametrize("make", [lambda t: RBF(gamma=t), lambda t: RBF(sigma=t), lambda t: Laplacian(gamma=t),
+                                  lambda t: Matern(2.5, length_scale=t)], ids=["RBF", "RBF(sigma)", "Laplacian", "Matern"])
+def test_learnable_per_feature_tensor(make):
+    """A 1-D tensor that requires grad is kept (not copied into floats): the kernel equals the one
+    with float values, and autograd's gradient in every entry equals finite differences."""
+    X, _ = gaussian_data(9, 4, seed=3)
+    Z, _ = gaussian_data(7, 4, seed=4)
+    v = torch.tensor([0.7, 1.2, 0.4, 2.0], dtype=torch.float64, requires_grad=True)
+    k = make(v)
+    assert make(v.detach().numpy()) == make(tuple(v.tolist())) and k.is_ard
+    assert_close(k(X, Z), make(v.detach().numpy())(X, Z), tol=1e-14)
+    (g,) = torch.autograd.grad(k(X, Z).sum(), v)
+    for i in range(4):
+        e = np.eye(4)[i] * 1e-6
+        fd = (float(make(v.detach().numpy() + e)(X, Z).sum()) - float(make(v.detach().numpy() - e)(X, Z).sum())) / 2e-6
+        assert float(g[i]) == pytest.approx(fd, rel=1e-6, abs=1e-8)
+    assert v.grad is None and torch.equal(v.detach(), torch.tensor([0.7, 1.2, 0.4, 2.0], dtype=torch.float64))
+    with pytest.raises(ValueError, match="must be a float in the range"):
+        make(torch.tensor([1.0, -1.0], requires_grad=True))
 
 
 def test_scalars_unchanged():
@@ -207,13 +223,70 @@ def test_kernel_svc_with_ard_rbf():
     np.testing.assert_allclose(ard.decision_function(Xt), ref.decision_function(Xt * s), rtol=0, atol=1e-6)
 
 
-@pytest.mark.parametrize("make", [lambda: GaussianProcessRegressor(kernel=RBF(gamma=GAMMA)),
-                                  lambda: GaussianProcessRegressor(kernel=Matern(1.5, LS), optimizer=None),
-                                  lambda: KernelRidgeCV(kernel=Laplacian(gamma=LAP))])
-def test_hyperparameter_learning_refuses_per_feature_scales(make):
-    X, y, _ = _regression(n=20)
-    with pytest.raises(TypeError, match="per-feature .* not support per-feature scales yet"):
-        make().fit(X, y)
+def _relevance_data(n=120, seed=0):
+    """Feature 0 matters at a short scale, feature 1 at a long one, features 2 and 3 not at all."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 4))
+    y = np.sin(2.0 * X[:, 0]) + 0.5 * X[:, 1] + 0.05 * rng.normal(size=n)
+    return X, y
+
+
+def test_gp_learns_per_feature_scales_as_scikit_learn():
+    """ARD RBF learned by the GP: the log marginal likelihood at any theta equals scikit-learn's
+    anisotropic C * RBF + White, the optimum reaches scikit-learn's, and the irrelevant features
+    get long length scales."""
+    from sklearn.gaussian_process import GaussianProcessRegressor as SkGPR
+    from sklearn.gaussian_process.kernels import ConstantKernel, WhiteKernel
+
+    X, y = _relevance_data()
+    ours = GaussianProcessRegressor(1.0 * RBF(sigma=[1.0] * 4), noise=0.1, random_state=0).fit(X, y)
+    assert ours.hyperparameter_names_ == ["scale"] + [f"kernel__gamma[{i}]" for i in range(4)] + ["noise"]
+    ref = SkGPR(ConstantKernel(1.0) * SkRBF([1.0] * 4) + WhiteKernel(0.1), alpha=0.0, random_state=0).fit(X, y)
+    c, ls, s = ref.kernel_.k1.k1.constant_value, ref.kernel_.k1.k2.length_scale, ref.kernel_.k2.noise_level
+    theta = np.log(np.r_[c, 1.0 / (2.0 * ls**2), s])
+    assert ours.log_marginal_likelihood(theta) == pytest.approx(ref.log_marginal_likelihood_value_, rel=1e-9)
+    assert ours.log_marginal_likelihood_value_ >= ref.log_marginal_likelihood_value_ - 1e-4
+    learned = 1.0 / np.sqrt(2.0 * np.asarray(ours.kernel_.kernel.gamma))  # length scales
+    assert learned[0] < 2.0 and learned[1] > learned[0] and min(learned[2], learned[3]) > 10 * learned[0]
+    assert isinstance(ours.kernel_.kernel.gamma, tuple)  # plain floats after fitting
+
+
+def test_gp_with_sklearn_anisotropic_kernel_and_fixed_bounds():
+    """A scikit-learn kernel with a vector length scale, one of its parts fixed: the fixed part is
+    not learned, and the per-feature bounds are those scikit-learn gave."""
+    from sklearn.gaussian_process.kernels import ConstantKernel
+
+    X, y = _relevance_data(80)
+    k = ConstantKernel(2.0, constant_value_bounds="fixed") * SkRBF([1.0] * 4, length_scale_bounds=(0.1, 50.0))
+    gp = GaussianProcessRegressor(k, noise=0.1).fit(X, y)
+    # C * RBF is converted to Scaled(C, RBF): the fixed scale is not learned (and no output scale
+    # is added, the kernel has one)
+    assert gp.hyperparameter_names_ == [f"kernel__gamma[{i}]" for i in range(4)] + ["noise"]
+    assert gp.kernel_.scale == 2.0
+    ls = 1.0 / np.sqrt(2.0 * np.asarray(gp.kernel_.kernel.gamma))
+    assert np.all(ls >= 0.1 * (1 - 1e-9)) and np.all(ls <= 50.0 * (1 + 1e-9)) and ls.max() == pytest.approx(50.0)
+
+
+def test_krcv_learns_per_feature_scales():
+    """KernelRidgeCV with an ARD Laplacian: one entry per feature, a lower LOO error than the
+    isotropic kernel from the same start, and a fitted model equal to KernelRidge with them."""
+    X, y = _relevance_data(100)
+    iso = KernelRidgeCV(kernel=Laplacian(gamma=0.5)).fit(X, y)
+    ard = KernelRidgeCV(kernel=Laplacian(gamma=[0.5] * 4)).fit(X, y)
+    assert ard.hyperparameter_names_ == [f"gamma[{i}]" for i in range(4)] + ["alpha"]
+    assert ard.cv_error_ < iso.cv_error_
+    g = np.asarray(ard.kernel_.gamma)
+    assert g[0] > 5 * max(g[2], g[3])
+    ref = KernelRidge(alpha=ard.alpha_, kernel=Laplacian(gamma=g)).fit(X, y)
+    np.testing.assert_allclose(ard.predict(X[:10]), ref.predict(X[:10]), rtol=1e-10, atol=1e-12)
+
+
+def test_matern_ard_gp_equals_rescaled_inputs():
+    X, y, _ = _regression(n=30)
+    ard = GaussianProcessRegressor(kernel=Matern(1.5, LS), optimizer=None).fit(X, y)
+    iso = GaussianProcessRegressor(kernel=Matern(1.5, 1.0), optimizer=None).fit(X / LS, y)
+    np.testing.assert_allclose(ard.predict(X[:5]), iso.predict(X[:5] / LS), rtol=1e-10, atol=1e-12)
+    assert ard.log_marginal_likelihood_value_ == pytest.approx(iso.log_marginal_likelihood_value_, rel=1e-10)
 
 
 # -- random Fourier features -----------------------------------------------------------------------

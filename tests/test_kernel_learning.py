@@ -176,3 +176,50 @@ def test_cuda(data):
     cpu = KernelRidgeCV(kernel="rbf", random_state=0).fit(X, y)
     gpu = KernelRidgeCV(kernel="rbf", random_state=0, device="cuda").fit(X, y)
     assert gpu.cv_error_ == pytest.approx(cpu.cv_error_, rel=1e-5)
+
+
+# -- distances reused while learning -------------------------------------------------------------
+@pytest.mark.parametrize("make", [lambda t: RBF(gamma=t), lambda t: Matern(2.5, length_scale=t),
+                                  lambda t: __import__("mercer.kernels", fromlist=["Laplacian"]).Laplacian(gamma=t),
+                                  lambda t: __import__("mercer.kernels", fromlist=["x"]).RationalQuadratic(alpha=t),
+                                  lambda t: __import__("mercer.kernels", fromlist=["x"]).ExpSineSquared(periodicity=t)],
+                         ids=["RBF", "Matern", "Laplacian", "RationalQuadratic", "ExpSineSquared"])
+def test_reused_distances_give_the_same_kernel_and_gradient(make):
+    """Inside ``reuse_distances`` a kernel evaluated repeatedly on the same inputs equals the plain
+    evaluation (values and gradient), the cached matrix is not written by the formula, and an
+    in-place change of the inputs is seen."""
+    from mercer.kernels import reuse_distances
+
+    rng = np.random.default_rng(0)
+    X = torch.tensor(rng.normal(size=(30, 3)) + 5.0)
+    Z = torch.tensor(rng.normal(size=(20, 3)) + 5.0)
+
+    def value_and_grad(v):
+        t = torch.tensor(v, dtype=torch.float64, requires_grad=True)
+        K = make(t)(X, Z)
+        (g,) = torch.autograd.grad(K.sum(), t)
+        return K.detach().clone(), float(g)
+
+    ref = [value_and_grad(v) for v in (0.3, 0.7)]
+    with reuse_distances():
+        for _ in range(2):  # the second round reads the cache
+            for v, (K0, g0) in zip((0.3, 0.7), ref):
+                K, g = value_and_grad(v)
+                torch.testing.assert_close(K, K0, rtol=1e-10, atol=1e-12)
+                assert g == pytest.approx(g0, rel=1e-9)
+        K_float = make(0.3)(X, Z)  # float hyperparameters use the cache too, without writing it
+        torch.testing.assert_close(make(0.3)(X, Z), K_float, rtol=0, atol=0)
+        X.mul_(0.5)  # in place: the cached distances are stale and not used
+        torch.testing.assert_close(make(0.3)(X, Z), make(0.3)(X.clone(), Z), rtol=1e-10, atol=1e-12)
+
+
+def test_krcv_and_gp_results_do_not_depend_on_the_distance_cache(data):
+    """The learned optimum with reused (exact) distances equals the one evaluated without them."""
+    from mercer.models import GaussianProcessRegressor
+
+    X, y = data[0][:120], data[1][:120]
+    cv = KernelRidgeCV(kernel=RBF(gamma=0.5)).fit(X, y)
+    assert cv.cv_error_ == pytest.approx(KernelRidgeCV(kernel=cv.kernel_, alpha=cv.alpha_, optimizer=None)
+                                         .fit(X, y).cv_error_, rel=1e-9)
+    gp = GaussianProcessRegressor(1.0 * RBF(sigma=1.0), noise=0.1, normalize_y=True).fit(X, y)
+    assert gp.log_marginal_likelihood(gp.theta_) == pytest.approx(gp.log_marginal_likelihood_value_, rel=1e-9)

@@ -14,10 +14,11 @@ fails: ``("leaf", name, params)``, ``("+", a, b)``, ``("*", a, b)``, ``("c*", c,
 ``("+c", a, c)``, ``("cols", columns, a)``; :func:`build` turns it into a kernel, with any of its
 continuous parameters replaced (by tensors for gradients, by shifted values for finite differences).
 
-Per-feature scales (ARD vectors of RBF, Laplacian, Matern) are drawn when the kernels accept them.
-Known gaps are ``xfail(strict=True)`` cases, so closing one turns the test red (XPASS) until its
-mark is removed: Constant refuses tensor hyperparameters; composites write in place into their
-first part's block (autograd through exp_/tanh_/pow_ fails, a FunctionKernel's array is modified).
+Per-feature scales (ARD vectors of RBF, Laplacian, Matern) are drawn too, their gradients per entry
+included. The hyperparameters a class declares learnable (``Kernel._learned``, what the GP and
+KernelRidgeCV learn through :class:`~mercer.kernels.LearnableKernel`) must all have a gradient case
+here (:func:`test_every_learned_hyperparameter_has_a_gradient_case`), so a new kernel is one class
+plus these shared tests.
 
 Tolerances are relative to the scale of the entries (:func:`entry_scale`): the largest entry of
 each leaf on the inputs (its diagonal included), added over sums and multiplied over products, so
@@ -88,9 +89,6 @@ RTOL32 = 2e-3
 GRAD_RTOL = 1e-5
 GRAD_FLOOR = 1e-8  # of n * m * scale per unit of the parameter: the rounding floor of the stencil
 
-TENSOR_REASON = "hyperparameters as tensors come with the one-formula refactor"
-
-
 # -- kernels drawn --------------------------------------------------------------------------------
 def _rounded(lo: float, hi: float):
     return st.floats(lo, hi).map(lambda v: round(v, 3))
@@ -118,7 +116,6 @@ class Leaf:
     psd: bool = True
     psd_1d_only: bool = False
     grad: dict = dataclasses.field(default_factory=dict)
-    tensors: bool = True  # the class accepts 0-d tensors for the parameters in ``grad``
     make: Callable | None = None  # builds the kernel from the params (default: cls(**params))
 
     def strategies(self, d: int) -> dict:
@@ -148,7 +145,7 @@ LEAVES = {
                       grad={"gamma": (0.1, 1.0), "coef0": (0.1, 2.0)}),
     "Sigmoid": Leaf(Sigmoid, {"gamma": _gamma(0.05, 1.0), "coef0": _rounded(-1.0, 1.0)}, psd=False,
                     grad={"gamma": (0.05, 1.0), "coef0": (-1.0, 1.0)}),
-    "Constant": Leaf(Constant, {"value": _rounded(0.0, 3.0)}, grad={"value": (0.1, 3.0)}, tensors=False),
+    "Constant": Leaf(Constant, {"value": _rounded(0.0, 3.0)}, grad={"value": (0.1, 3.0)}),
     "Intersection": Leaf(Intersection, {}, domain="binary"),
     "HistogramIntersection": Leaf(HistogramIntersection, {}, domain="nonneg"),
     "Chi2": Leaf(Chi2, {"gamma": _rounded(0.1, 2.0)}, domain="nonneg", grad={"gamma": (0.1, 2.0)}),
@@ -179,7 +176,7 @@ def _per_feature(lo: float, hi: float):
     return lambda d: st.lists(_rounded(lo, hi), min_size=d, max_size=d)
 
 
-if _supports_ard():  # vectors are not learnable (no gradient case): only the block properties
+if _supports_ard():
     LEAVES.update({
         "RBF(ARD)": Leaf(RBF, lambda d: {"gamma": _per_feature(0.05, 2.0)(d)}),
         "RBF(ARD sigma)": Leaf(RBF, lambda d: {"sigma": _per_feature(0.5, 3.0)(d)}),
@@ -497,8 +494,7 @@ def _grad_cases():
     cases = []
     for name, leaf in LEAVES.items():
         for param in leaf.grad:
-            marks = [] if leaf.tensors else [pytest.mark.xfail(strict=True, raises=ValueError, reason=TENSOR_REASON)]
-            cases.append(pytest.param(name, param, id=f"{name}-{param}", marks=marks))
+            cases.append(pytest.param(name, param, id=f"{name}-{param}"))
     cases.append(pytest.param("Scaled", "scale", id="Scaled-scale"))
     return cases
 
@@ -526,9 +522,8 @@ def test_hyperparameter_gradient(name, param, data):
 @FEW
 @given(problems(depth=2, max_rows=12))
 def test_composite_gradients(p):
-    """Every tensor hyperparameter of a random composite, at once (Constant's value excepted:
-    it refuses tensors, see the xfail case of test_hyperparameter_gradient)."""
-    _check_gradients(p.spec, p.X, p.Y, lambda owner, _n: owner == "Scaled" or LEAVES[owner].tensors)
+    """Every tensor hyperparameter of a random composite, at once."""
+    _check_gradients(p.spec, p.X, p.Y, lambda owner, _n: True)
 
 
 @pytest.mark.parametrize("make", [
@@ -571,6 +566,60 @@ def test_composites_leave_the_functions_block_alone(combine):
     k = combine(FunctionKernel(lambda X1, X2: stored[: len(X1), : len(X2)]))
     k(np.ones((4, 2)), np.full((3, 2), 2.0))
     np.testing.assert_array_equal(stored, before)
+
+
+def test_every_learned_hyperparameter_has_a_gradient_case():
+    """What a class declares learnable (``_learned``) is checked against finite differences above."""
+    covered = {(leaf.cls, p) for leaf in LEAVES.values() for p in leaf.grad} | {(Scaled, "scale")}
+    for name in mk.__all__:
+        cls = getattr(mk, name)
+        if isinstance(cls, type) and issubclass(cls, Kernel):
+            missing = {p for p in cls._learned if not any(issubclass(cls, c) and p == q for c, q in covered)}
+            assert not missing, f"{cls.__name__}: learned hyperparameters without a gradient case: {missing}"
+
+
+def test_per_feature_gradients():
+    """Gradients of per-feature (ARD) scales given as 1-D tensors, entry by entry."""
+    rng = np.random.default_rng(1)
+    X, Y = rng.normal(size=(8, 3)), rng.normal(size=(6, 3))
+    for make, v in [(lambda t: RBF(gamma=t), [0.3, 1.0, 0.7]), (lambda t: Laplacian(gamma=t), [0.5, 0.2, 1.1]),
+                    *[(lambda t, nu=nu: Matern(nu, length_scale=t), [0.8, 1.5, 2.0]) for nu in (0.5, 1.5, 2.5)]]:
+        t = torch.tensor(v, dtype=torch.float64, requires_grad=True)
+        (g,) = torch.autograd.grad(make(t)(X, Y).sum(), t)
+        for i in range(3):
+            h = 1e-4 * np.eye(3)[i]
+
+            def f(delta):
+                return float(make(np.add(v, delta))(X, Y).sum())
+
+            fd = (f(-2 * h) - 8 * f(-h) + 8 * f(h) - f(2 * h)) / (12 * 1e-4)
+            assert float(g[i]) == pytest.approx(fd, rel=GRAD_RTOL, abs=1e-9)
+
+
+@pytest.mark.parametrize("name", [n for n, leaf in LEAVES.items() if leaf.cls.differentiable_inputs])
+@FEW
+@given(data=st.data())
+def test_input_gradients(name, data):
+    """Kernels that declare ``differentiable_inputs`` (learnable inducing points, reduced-set and
+    budget SVMs) give autograd gradients in both inputs equal to finite differences. Inputs are
+    continuous random draws: no two rows tie (|x - y| and ||x - y|| are smooth away from ties)."""
+    leaf = LEAVES[name]
+    rng = np.random.default_rng(7)
+    d = 3
+    X = torch.tensor(rng.uniform(0.2, 2.0, size=(5, d)) if leaf.domain != "real" else rng.normal(size=(5, d)))
+    Y = torch.tensor(rng.uniform(0.2, 2.0, size=(4, d)) if leaf.domain != "real" else rng.normal(size=(4, d)))
+    k = leaf.build(data.draw(st.fixed_dictionaries(leaf.strategies(d))))
+    W = torch.tensor(rng.normal(size=(5, 4)))  # a weighted sum: every entry matters
+    for side in (0, 1):
+        A = (X if side == 0 else Y).clone().requires_grad_(True)
+        K = k(A, Y) if side == 0 else k(X, A)
+        total = (K * W).sum()
+        g = torch.autograd.grad(total, A)[0] if total.requires_grad else torch.zeros_like(A)  # Constant
+        for i, j in [(0, 0), (1, 2), (3, 1)]:
+            h = torch.zeros_like(A)
+            h[i, j] = 1e-6
+            f = [float(((k(A.detach() + e, Y) if side == 0 else k(X, A.detach() + e)) * W).sum()) for e in (h, -h)]
+            assert float(g[i, j]) == pytest.approx((f[0] - f[1]) / 2e-6, rel=1e-5, abs=1e-8), (k, side, i, j)
 
 
 def test_every_kernel_class_is_drawn():

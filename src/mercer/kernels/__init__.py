@@ -9,12 +9,13 @@
 
 from ._base import Constant, Kernel, Product, Scaled, Sum
 from ._columns import Columns
+from ._distances import reuse_distances
 from ._checks import MercerReport, check_mercer
 from ._dot_product import Linear, Polynomial, Quadratic, Sigmoid
 from ._extra import Cosine, ExpSineSquared, RationalQuadratic, White
 from ._function import FunctionKernel
 from ._histogram import AdditiveChi2, Chi2
-from ._learnable import LearnableKernel
+from ._hyperparameters import Hyperparameter, LearnableKernel
 from ._precomputed import Precomputed
 from ._registry import KERNEL_CONSTRAINTS, KERNELS, parse_kernel_spec, resolve_kernel
 from ._sets import HistogramIntersection, Intersection, encode_sets
@@ -34,6 +35,7 @@ __all__ = [
     "FunctionKernel",
     "Gaussian",
     "HistogramIntersection",
+    "Hyperparameter",
     "Intersection",
     "Kernel",
     "Laplacian",
@@ -55,5 +57,6 @@ __all__ = [
     "from_sklearn",
     "parse_kernel_spec",
     "resolve_kernel",
+    "reuse_distances",
     "squared_distances",
 ]

@@ -73,6 +73,15 @@ class Kernel:
     is_stationary: bool = False
     #: True for kernels whose "inputs" are rows of a precomputed Gram matrix.
     is_precomputed: bool = False
+    #: True when autograd differentiates a block in its inputs (learnable inducing points, the
+    #: reduced-set and budget SVMs); False where the value is not a smooth function of them.
+    differentiable_inputs: bool = False
+    #: Positive hyperparameters learned by the estimators that learn their kernel (the GPs,
+    #: KernelRidgeCV), as their logarithm: name -> unit of its default bounds, given in
+    #: length-scale units ("length": as given, "inverse": 1 / l, "inverse_square": 1 / (2 l^2)).
+    #: See :class:`mercer.kernels.LearnableKernel`. Each must accept a tensor value (0-d, or 1-d
+    #: for a per-feature scale) and be differentiable in it.
+    _learned: dict = {}
 
     # -- public API -------------------------------------------------------------------------
     def __call__(self, X1, X2=None) -> torch.Tensor:
@@ -102,6 +111,10 @@ class Kernel:
     def scratch(self, n_features: int) -> float:
         """Extra working memory of ``_pairwise``, in multiples of the output block."""
         return 1.0
+
+    def _part_features(self, n_features: int) -> int:
+        """Number of input columns the kernel's parts see (all of them, unless it selects some)."""
+        return n_features
 
     @property
     def hyperparameters(self) -> dict:
@@ -274,11 +287,11 @@ class Constant(Kernel):
     """Constant kernel ``k(x, y) = c`` (c >= 0): what a plain number becomes in ``k + c``."""
 
     is_stationary = True  # a constant is (trivially) a function of x - y
+    differentiable_inputs = True
+    _learned = {"value": "length"}
 
     def __init__(self, value: float = 1.0):
-        if not isinstance(value, numbers.Real) or isinstance(value, bool) or not 0 <= value < float("inf"):
-            raise ValueError(f"The 'value' parameter of Constant must be a float in the range [0, inf). Got {value!r} instead.")
-        self.value = float(value)
+        self.value = positive("Constant", "value", value, allow_zero=True)
 
     @property
     def hyperparameters(self) -> dict:
@@ -287,11 +300,16 @@ class Constant(Kernel):
     def scratch(self, n_features: int) -> float:
         return 0.0
 
+    def _full(self, shape, X) -> torch.Tensor:
+        if isinstance(self.value, torch.Tensor):  # a (learnable) tensor: a fresh block, on the graph
+            return torch.ones(shape, dtype=X.dtype, device=X.device) * self.value.to(X.device)
+        return torch.full(shape, self.value, dtype=X.dtype, device=X.device)
+
     def _pairwise(self, X1, X2):
-        return torch.full((X1.shape[0], X2.shape[0]), self.value, dtype=X1.dtype, device=X1.device)
+        return self._full((X1.shape[0], X2.shape[0]), X1)
 
     def _paired(self, X1, X2):
-        return torch.full((X1.shape[0],), self.value, dtype=X1.dtype, device=X1.device)
+        return self._full((X1.shape[0],), X1)
 
 
 class _Composite(Kernel):
@@ -321,6 +339,10 @@ class _Composite(Kernel):
     def is_stationary(self) -> bool:  # type: ignore[override]
         # sums and products of functions of x - y are functions of x - y
         return all(k.is_stationary for k in self.kernels)
+
+    @property
+    def differentiable_inputs(self) -> bool:  # type: ignore[override]
+        return all(k.differentiable_inputs for k in self.kernels)
 
     @property
     def hyperparameters(self) -> dict:
@@ -400,6 +422,8 @@ class Scaled(Kernel):
     Its parameters are ``scale`` and ``kernel`` (and ``kernel__<param>`` with ``deep=True``).
     """
 
+    _learned = {"scale": "length"}
+
     def __init__(self, scale, kernel: Kernel):
         scale = positive("Scaled", "scale", scale)
         if not isinstance(kernel, Kernel):
@@ -416,6 +440,10 @@ class Scaled(Kernel):
     @property
     def is_precomputed(self) -> bool:  # type: ignore[override]
         return self.kernel.is_precomputed
+
+    @property
+    def differentiable_inputs(self) -> bool:  # type: ignore[override]
+        return self.kernel.differentiable_inputs
 
     @property
     def hyperparameters(self) -> dict:

@@ -59,6 +59,13 @@ class Columns(Kernel):
         return self.kernel.is_stationary
 
     @property
+    def differentiable_inputs(self) -> bool:  # type: ignore[override]
+        return self.kernel.differentiable_inputs
+
+    def _part_features(self, n_features: int) -> int:
+        return len(self.columns)
+
+    @property
     def hyperparameters(self) -> dict:
         return {"kernel": self.kernel, "columns": self.columns}
 

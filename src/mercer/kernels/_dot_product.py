@@ -19,6 +19,8 @@ class Linear(Kernel):
     Its explicit feature map is the identity (dimension ``d``).
     """
 
+    differentiable_inputs = True
+
     def scratch(self, n_features: int) -> float:
         return 0.0
 
@@ -43,6 +45,9 @@ class Polynomial(Kernel):
         homogeneous kernel. Its explicit feature map has ``C(d + p, p)`` coordinates
         (see :class:`mercer.approx.PolynomialFeatureMap`).
     """
+
+    differentiable_inputs = True
+    _learned = {"gamma": "length", "coef0": "length"}
 
     def __init__(self, degree: int = 3, gamma: float | None = None, coef0: float = 1.0):
         owner = type(self).__name__
@@ -82,8 +87,11 @@ class Quadratic(Polynomial):
 class Sigmoid(Kernel):
     r"""Sigmoid ("neural") kernel :math:`k(x, y) = \tanh(\gamma \langle x, y \rangle + c)`.
 
-    Not positive semi-definite in general: :func:`mercer.kernels.check_mercer` flags it.
+    Not positive semi-definite in general: :func:`mercer.kernels.check_mercer` flags it (so
+    its hyperparameters are not learned).
     """
+
+    differentiable_inputs = True
 
     def __init__(self, gamma: float | None = None, coef0: float = 1.0):
         self.gamma = positive(type(self).__name__, "gamma", gamma, allow_none=True)

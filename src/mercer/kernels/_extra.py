@@ -8,6 +8,7 @@ import math
 import torch
 
 from ._base import Kernel
+from ._distances import cached_distances, exact_distances, exact_sq_distances
 from ._params import positive
 from ._stationary import squared_distances
 
@@ -26,6 +27,8 @@ class Cosine(Kernel):
     everything, itself included, is 0 (the diagonal is 1 elsewhere). Positive semi-definite (the
     linear kernel on the normalised rows).
     """
+
+    differentiable_inputs = True
 
     def scratch(self, n_features: int) -> float:
         return 0.0
@@ -57,6 +60,8 @@ class RationalQuadratic(Kernel):
     """
 
     is_stationary = True
+    differentiable_inputs = True
+    _learned = {"length_scale": "length", "alpha": "length"}
 
     def __init__(self, length_scale: float = 1.0, alpha: float = 1.0):
         owner = type(self).__name__
@@ -71,6 +76,9 @@ class RationalQuadratic(Kernel):
         return 0.0
 
     def _pairwise(self, X1, X2):
+        D = cached_distances("sq", X1, X2, exact_sq_distances)  # while learning hyperparameters
+        if D is not None:
+            return (D / (2.0 * self.alpha * self.length_scale**2) + 1.0) ** (-self.alpha)
         D = squared_distances(X1, X2)
         return D.div_(2.0 * self.alpha * self.length_scale**2).add_(1.0).pow_(-self.alpha)
 
@@ -105,6 +113,8 @@ class ExpSineSquared(Kernel):
     """
 
     is_stationary = True
+    differentiable_inputs = True
+    _learned = {"length_scale": "length", "periodicity": "length"}
 
     def __init__(self, length_scale: float = 1.0, periodicity: float = 1.0):
         owner = type(self).__name__
@@ -115,12 +125,17 @@ class ExpSineSquared(Kernel):
     def hyperparameters(self) -> dict:
         return {"length_scale": self.length_scale, "periodicity": self.periodicity}
 
-    def _profile(self, r: torch.Tensor) -> torch.Tensor:
+    def _profile(self, r: torch.Tensor, shared: bool = False) -> torch.Tensor:
+        if r.requires_grad or shared:  # out of place: cdist's backward reads its output, or r is cached
+            return torch.exp(torch.sin(r * (math.pi / self.periodicity)).square() * (-2.0 / self.length_scale**2))
         return r.mul_(math.pi / self.periodicity).sin_().square_().mul_(-2.0 / self.length_scale**2).exp_()
 
     def _pairwise(self, X1, X2):
         # exact differences (not the GEMM expansion), as Matern: sqrt amplifies cancellation near 0
-        return self._profile(torch.cdist(X1, X2, p=2.0, compute_mode="donot_use_mm_for_euclid_dist"))
+        r = cached_distances("l2", X1, X2, exact_distances)  # while learning hyperparameters
+        if r is not None:
+            return self._profile(r, shared=True)
+        return self._profile(exact_distances(X1, X2))
 
     def _paired(self, X1, X2):
         return self._profile(torch.linalg.vector_norm(X1 - X2, dim=1))
@@ -167,6 +182,8 @@ class White(Kernel):
     Not stationary in mercer's sense: its value depends on which inputs are compared, not on
     ``x - y`` (and it has no spectral density to draw random features from).
     """
+
+    _learned = {"noise_level": "length"}
 
     def __init__(self, noise_level: float = 1.0):
         self.noise_level = positive(type(self).__name__, "noise_level", noise_level)

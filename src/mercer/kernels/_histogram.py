@@ -78,6 +78,8 @@ class Chi2(_HistogramKernel):
         Scale of the chi-squared distance (scikit-learn's default is 1, not ``1 / n_features``).
     """
 
+    _learned = {"gamma": "length"}
+
     def __init__(self, gamma: float = 1.0):
         self.gamma = positive(type(self).__name__, "gamma", gamma)
 

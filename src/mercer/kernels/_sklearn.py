@@ -5,8 +5,8 @@ kernel with the same covariance function; :func:`mercer.kernels.resolve_kernel` 
 estimator's ``kernel=`` accepts scikit-learn's kernels.
 
 scikit-learn's hyperparameter bounds are kept on the converted kernel as a ``bounds`` attribute
-(its format: :func:`from_sklearn`), the record a hyperparameter learner can read (mercer's GPs
-use their ``hyperparameter_bounds`` today). It is not a parameter (not in ``get_params``):
+(its format: :func:`from_sklearn`), and the estimators that learn their kernel use them (a
+``"fixed"`` one is not learned; see :class:`mercer.kernels.LearnableKernel`). It is not a parameter (not in ``get_params``):
 pickling and ``copy.deepcopy`` keep it; ``clone``, ``set_params`` and ``mercer.io`` rebuild the
 kernel from its parameters, without it. An estimator keeps the scikit-learn kernel it was given
 and converts it in each ``fit``, so its clones and searches see scikit-learn's parameters.

@@ -22,6 +22,7 @@ import torch
 from .._backend import row_sq_norms
 from .._validation import describe
 from ._base import Kernel, _fmt
+from ._distances import cached_distances, exact_distances, exact_sq_distances, l1_distances
 from ._params import positive, resolved_gamma
 
 __all__ = ["RBF", "Gaussian", "Laplacian", "Matern", "squared_distances"]
@@ -111,11 +112,9 @@ class _Scales(tuple):
         return f"[{', '.join(vals)}]"
 
     def __float__(self):
-        raise TypeError(f"the per-feature (ARD) kernel scale {self.short()} has no single value: learning kernel "
-                        "hyperparameters (GaussianProcessRegressor, SparseGPRegressor, KernelRidgeCV, "
-                        "LearnableKernel) and other code that needs one scale do not support per-feature "
-                        "scales yet. Rescale the features instead (RBF: X * sqrt(gamma), Laplacian: "
-                        "X * gamma, Matern: X / length_scale) and use a scalar kernel.")
+        raise TypeError(f"the per-feature (ARD) kernel scale {self.short()} has no single value; code that needs "
+                        "one scale does not support per-feature scales. Rescale the features instead (RBF: "
+                        "X * sqrt(gamma), Laplacian: X * gamma, Matern: X / length_scale) and use a scalar kernel.")
 
 
 def _is_vector(value) -> bool:
@@ -141,18 +140,23 @@ def _real_vector(value) -> np.ndarray | None:
 
 
 def _scale(owner: str, name: str, value, *, allow_none: bool = False):
-    """A scale: a positive float as :func:`positive` checks it, or a vector of them (``_Scales``)."""
+    """A scale: a positive float as :func:`positive` checks it, or a vector of them (``_Scales``; a
+    floating 1-D tensor that requires grad is kept as it is: a learnable per-feature scale)."""
     if not _is_vector(value):
         return positive(owner, name, value, allow_none=allow_none)
     what = (f"The {name!r} parameter of {owner} must be a float in the range (0, inf) or a 1-D array of them "
             "(one per feature)")
-    if isinstance(value, torch.Tensor) and value.requires_grad:
-        raise ValueError(f"{what} that does not require grad: learning per-feature scales is not supported yet. "
-                         f"Got {describe(value)} instead.")
     arr = _real_vector(value)
     if arr is None or arr.ndim != 1 or arr.size == 0 or not np.all(np.isfinite(arr) & (arr > 0)):
         raise ValueError(f"{what}. Got {describe(value)} instead.")
+    if isinstance(value, torch.Tensor) and value.requires_grad:
+        return value
     return _Scales(float(v) for v in arr)
+
+
+def _is_ard(value) -> bool:
+    """Whether a stored scale is per feature: a ``_Scales`` or a learnable 1-D tensor."""
+    return type(value) is _Scales or (isinstance(value, torch.Tensor) and value.ndim == 1 and value.numel() != 1)
 
 
 def _per_feature(kernel: Kernel, name: str, n_features: int, *, dtype, device) -> torch.Tensor:
@@ -161,6 +165,8 @@ def _per_feature(kernel: Kernel, name: str, n_features: int, *, dtype, device) -
     if len(values) != n_features:
         raise ValueError(f"The {name!r} parameter of {type(kernel).__name__} has {len(values)} values (one per "
                          f"feature) but the data have {n_features} features; they must match.")
+    if isinstance(values, torch.Tensor):  # learnable: stays on the autograd graph
+        return values.to(device=device, dtype=dtype)
     return torch.tensor(values, dtype=torch.float64).to(device=device, dtype=dtype)
 
 
@@ -174,16 +180,17 @@ def _ard_sq_dist(A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
 
 class _Stationary(Kernel):
     is_stationary = True
+    differentiable_inputs = True
     #: The scale that may be given per feature (ARD).
     _ard_name = ""
 
     @property
     def is_ard(self) -> bool:
         """True when the scale is given per feature (a vector)."""
-        return isinstance(getattr(self, self._ard_name), _Scales)
+        return _is_ard(getattr(self, self._ard_name))
 
     def __repr__(self) -> str:
-        args = ", ".join(f"{k}={v.short()}" if isinstance(v, _Scales) else f"{k}={_fmt(v)}"
+        args = ", ".join(f"{k}={v.short()}" if type(v) is _Scales else f"{k}={_fmt(v)}"
                          for k, v in self.hyperparameters.items())
         return f"{type(self).__name__}({args})"
 
@@ -227,6 +234,7 @@ class RBF(_Stationary):
     """
 
     _ard_name = "gamma"
+    _learned = {"gamma": "inverse_square"}
 
     def __init__(self, gamma: float | None = None, sigma: float | None = None):
         owner = type(self).__name__
@@ -256,26 +264,29 @@ class RBF(_Stationary):
         return 0.0
 
     def _ard_factor(self, X):
-        return _per_feature(self, "gamma", X.shape[1], dtype=torch.float64, device="cpu").sqrt_().to(X)
+        return _per_feature(self, "gamma", X.shape[1], dtype=torch.float64, device=X.device).sqrt().to(X.dtype)
 
     def _pairwise(self, X1, X2):
-        if type(self.gamma) is _Scales:
+        if _is_ard(self.gamma):
             return _ard_sq_dist(*self._ard_inputs(X1, X2)).exp_()
         g = resolved_gamma(self.gamma, X1.shape[1])
+        D = cached_distances("sq", X1, X2, exact_sq_distances)  # while learning hyperparameters
+        if D is not None:
+            return torch.exp(D * -g)
         return _scaled_sq_dist(X1, X2, g).exp_()
 
     def _paired(self, X1, X2):
-        if type(self.gamma) is _Scales:
+        if _is_ard(self.gamma):
             A, B = self._ard_inputs(X1, X2)
             return torch.exp(-((A - B) ** 2).sum(dim=1))
         g = resolved_gamma(self.gamma, X1.shape[1])
         return torch.exp(-g * ((X1 - X2) ** 2).sum(dim=1))
 
     def sample_frequencies(self, n_features, n_components, *, generator, dtype=torch.float64, device="cpu"):
-        if type(self.gamma) is _Scales:  # N(0, 2 gamma_i) per feature: unit draws, rows rescaled
+        if _is_ard(self.gamma):  # N(0, 2 gamma_i) per feature: unit draws, rows rescaled
             g = _per_feature(self, "gamma", n_features, dtype=dtype, device=device)
             W = torch.randn(n_features, n_components, generator=generator, dtype=dtype, device=device)
-            return W.mul_(g.mul_(2.0).sqrt_()[:, None])
+            return W.mul_((2.0 * g).sqrt()[:, None])
         g = float(resolved_gamma(self.gamma, n_features))
         W = torch.randn(n_features, n_components, generator=generator, dtype=dtype, device=device)
         return W.mul_(math.sqrt(2.0 * g))
@@ -299,6 +310,7 @@ class Laplacian(_Stationary):
     """
 
     _ard_name = "gamma"
+    _learned = {"gamma": "inverse"}
 
     def __init__(self, gamma: float | None = None):
         self.gamma = _scale(type(self).__name__, "gamma", gamma, allow_none=True)
@@ -314,21 +326,27 @@ class Laplacian(_Stationary):
         return _per_feature(self, "gamma", X.shape[1], dtype=X.dtype, device=X.device)
 
     def _pairwise(self, X1, X2):
-        if type(self.gamma) is _Scales:
+        if _is_ard(self.gamma):
             A, B = self._ard_inputs(X1, X2)
-            return torch.cdist(A, B, p=1.0).neg_().exp_()
+            D = torch.cdist(A, B, p=1.0)
+            # cdist's backward reads its output: no in-place op on it when autograd records
+            return torch.exp(-D) if D.requires_grad else D.neg_().exp_()
         g = resolved_gamma(self.gamma, X1.shape[1])
-        return torch.cdist(X1, X2, p=1.0).mul_(-g).exp_()
+        D = cached_distances("l1", X1, X2, l1_distances)  # while learning hyperparameters
+        if D is not None:
+            return torch.exp(D * -g)
+        D = torch.cdist(X1, X2, p=1.0)
+        return torch.exp(-g * D) if D.requires_grad else D.mul_(-g).exp_()
 
     def _paired(self, X1, X2):
-        if type(self.gamma) is _Scales:
+        if _is_ard(self.gamma):
             A, B = self._ard_inputs(X1, X2)
             return torch.exp(-(A - B).abs().sum(dim=1))
         g = resolved_gamma(self.gamma, X1.shape[1])
         return torch.exp(-g * (X1 - X2).abs().sum(dim=1))
 
     def sample_frequencies(self, n_features, n_components, *, generator, dtype=torch.float64, device="cpu"):
-        if type(self.gamma) is _Scales:  # Cauchy(0, gamma_i) per feature: unit draws, rows rescaled
+        if _is_ard(self.gamma):  # Cauchy(0, gamma_i) per feature: unit draws, rows rescaled
             g = _per_feature(self, "gamma", n_features, dtype=dtype, device=device)
             U = torch.rand(n_features, n_components, generator=generator, dtype=dtype, device=device)
             return torch.tan(math.pi * (U - 0.5)).mul_(g[:, None])
@@ -361,6 +379,7 @@ class Matern(_Stationary):
 
     _NUS = (0.5, 1.5, 2.5)
     _ard_name = "length_scale"
+    _learned = {"length_scale": "length"}
 
     def __init__(self, nu: float = 1.5, length_scale: float = 1.0):
         owner = type(self).__name__
@@ -374,12 +393,13 @@ class Matern(_Stationary):
         return {"nu": self.nu, "length_scale": self.length_scale}
 
     def _profile(self, r: torch.Tensor) -> torch.Tensor:
+        grad = r.requires_grad  # then out of place (cdist's backward reads its output)
         if self.nu == 0.5:
-            return r.neg_().exp_()
+            return torch.exp(-r) if grad else r.neg_().exp_()
         if self.nu == 1.5:
-            r = r.mul_(math.sqrt(3.0))
+            r = r * math.sqrt(3.0) if grad else r.mul_(math.sqrt(3.0))
             return (1.0 + r) * torch.exp(-r)
-        r = r.mul_(math.sqrt(5.0))
+        r = r * math.sqrt(5.0) if grad else r.mul_(math.sqrt(5.0))
         return (1.0 + r + r * r / 3.0) * torch.exp(-r)
 
     def _ard_inputs(self, X1, X2):
@@ -390,21 +410,24 @@ class Matern(_Stationary):
 
     def _pairwise(self, X1, X2):
         # Exact differences (not the GEMM expansion): sqrt amplifies cancellation near r = 0.
-        if type(self.length_scale) is _Scales:
+        if _is_ard(self.length_scale):
             A, B = self._ard_inputs(X1, X2)
             return self._profile(torch.cdist(A, B, p=2.0, compute_mode="donot_use_mm_for_euclid_dist"))
-        r = torch.cdist(X1, X2, p=2.0, compute_mode="donot_use_mm_for_euclid_dist")
-        return self._profile(r.div_(self.length_scale))
+        r = cached_distances("l2", X1, X2, exact_distances)  # while learning hyperparameters
+        if r is not None:
+            return self._profile(r / self.length_scale)  # a new tensor: the cached one is not written
+        r = exact_distances(X1, X2)
+        return self._profile(r / self.length_scale if r.requires_grad else r.div_(self.length_scale))
 
     def _paired(self, X1, X2):
-        if type(self.length_scale) is _Scales:
+        if _is_ard(self.length_scale):
             A, B = self._ard_inputs(X1, X2)
             return self._profile(torch.linalg.vector_norm(A - B, dim=1))
         r = torch.linalg.vector_norm(X1 - X2, dim=1) / self.length_scale
         return self._profile(r)
 
     def sample_frequencies(self, n_features, n_components, *, generator, dtype=torch.float64, device="cpu"):
-        ard = type(self.length_scale) is _Scales
+        ard = _is_ard(self.length_scale)
         ls = _per_feature(self, "length_scale", n_features, dtype=dtype, device=device)[:, None] if ard \
             else self.length_scale
         Z = torch.randn(n_features, n_components, generator=generator, dtype=dtype, device=device)

@@ -59,9 +59,11 @@ class _GPBase(MultiOutputMixin, RegressorMixin, KernelEstimatorMixin, BaseEstima
     def _after_load(self) -> None:
         """After :func:`mercer.io.load`: the memory budget, and the learnable view of the kernel,
         rebuilt from ``kernel_`` (the same structure and hyperparameter layout as the one optimised,
-        whose values only set the starting point)."""
+        whose values only set the starting point). Names saved by mercer 0.1 (``"kernel.gamma"``)
+        are read in today's form (``"kernel__gamma"``)."""
         super()._after_load()
         lk = LearnableKernel(self.kernel_, self.n_features_in_, self._bounds)
+        self.hyperparameter_names_ = [str(n).replace(".", "__") for n in self.hyperparameter_names_]
         if list(lk.names) != list(self.hyperparameter_names_[: len(lk.names)]):
             raise ValueError(f"{type(self).__name__}: the saved hyperparameter names {self.hyperparameter_names_} do "
                              f"not match the kernel's {lk.names}.")

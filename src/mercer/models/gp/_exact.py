@@ -12,7 +12,9 @@ Model: :math:`f \\sim GP(0, k_\\theta)`, :math:`y = f(x) + \\varepsilon`,
 The hyperparameters (every positive kernel hyperparameter, the noise variance, an output scale)
 are learned by maximising the log marginal likelihood with torch autograd on their logarithms
 (L-BFGS-B with scikit-learn's bounds, or projected Adam), from several starts; see
-:mod:`mercer.models._hyperopt` and :class:`mercer.kernels.LearnableKernel`.
+:mod:`mercer.models._hyperopt`. The kernel is evaluated by its own class, with tensor
+hyperparameters (:class:`mercer.kernels.LearnableKernel`), so the GP learns the formula every
+estimator uses, per-feature (ARD) scales included.
 
 :class:`~mercer.models.gp.SparseGPRegressor` (:mod:`mercer.models.gp._sparse`) replaces the
 n x n solve by inducing points.
@@ -24,7 +26,7 @@ import numpy as np
 import torch
 from sklearn.utils.validation import check_is_fitted
 
-from ...kernels import LearnableKernel
+from ...kernels import LearnableKernel, reuse_distances
 from ...linalg import KernelOperator, MemoryBudgetError, format_bytes, jittered_cholesky, row_blocks
 from .._hyperopt import chol_with_jitter
 from ._common import _LOG2PI, GP_CONSTRAINTS, _GPBase
@@ -56,9 +58,9 @@ class _GaussianLML(torch.autograd.Function):
         return G, None
 
 
-def _exact_lml(lk: LearnableKernel, theta_k, noise, X, Y, cache) -> torch.Tensor:
+def _exact_lml(lk: LearnableKernel, theta_k, noise, X, Y) -> torch.Tensor:
     n = Y.shape[0]
-    K = lk.gram(theta_k, X, X, cache)
+    K = lk.gram(theta_k, X)
     K = K + noise * torch.eye(n, dtype=K.dtype, device=K.device)
     return _GaussianLML.apply(K, Y)
 
@@ -73,8 +75,9 @@ class GaussianProcessRegressor(_GPBase):
         scikit-learn's kernel objects are converted exactly (:func:`mercer.kernels.from_sklearn`):
         ``ConstantKernel(c) * RBF(l)`` is ``c * RBF(sigma=l)``, ``Matern(l, nu)`` is
         ``Matern(nu, length_scale=l)``; a ``WhiteKernel(s)`` in it becomes ``White(s)`` (or use
-        ``noise=s``). Their hyperparameters are learned as mercer's GP learns them (per-kernel
-        bounds and ``"fixed"`` are not used yet; ARD length scales are refused for now).
+        ``noise=s``), with their bounds (a ``"fixed"`` hyperparameter is not learned). Per-feature
+        (ARD) scales, ``RBF(sigma=[l1, ..., ld])`` or scikit-learn's ``RBF([l1, ..., ld])``, are
+        learned one per feature. Learned hyperparameters: :class:`mercer.kernels.LearnableKernel`.
     gamma, degree, coef0, kernel_params :
         Passed to a kernel given by name.
     noise : float, default=1e-2
@@ -165,14 +168,13 @@ class GaussianProcessRegressor(_GPBase):
         self.optimizer_results_, self.optimizer_converged_, self.n_iter_ = [], None, 1
         if self.optimizer is not None and theta.size and not self._zero_variance(Y):
             self._check_budget(Xt.shape[0], 5, "learning the hyperparameters")
-            cache: dict = {}
 
             def loss(t):
                 tk, noise = self._split(t, self._n_kernel)
-                return -_exact_lml(lk, tk, noise, Xt, Yt, cache)
+                return -_exact_lml(lk, tk, noise, Xt, Yt)
 
-            theta = self._run_optimizer(loss, theta, bounds, names)
-            del cache
+            with reuse_distances():  # the inputs are the same at every step
+                theta = self._run_optimizer(loss, theta, bounds, names)
         self._fitted_hyperparameters(lk, kernel, theta)
         self._factor(Xt, Yt)
         return self
@@ -212,7 +214,7 @@ class GaussianProcessRegressor(_GPBase):
         self._check_budget(self.X_train_.shape[0], 5, "the log marginal likelihood")
         t = torch.tensor(theta, dtype=self._dtype, device=self._device, requires_grad=eval_gradient)
         tk, noise = self._split(t, self._n_kernel)
-        value = _exact_lml(self._lk, tk, noise, self.X_train_, self.y_train_, None)
+        value = _exact_lml(self._lk, tk, noise, self.X_train_, self.y_train_)
         if not eval_gradient:
             return float(value.detach())
         (g,) = torch.autograd.grad(value, t)

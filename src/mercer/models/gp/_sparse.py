@@ -19,7 +19,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from ..._backend import to_numpy
 from ..._validation import Interval, Options
-from ...kernels import LearnableKernel
+from ...kernels import LearnableKernel, reuse_distances
 from ...linalg import MemoryBudgetError, format_bytes, jittered_cholesky, row_blocks
 from .._hyperopt import chol_with_jitter
 from ._common import _LOG2PI, GP_CONSTRAINTS, _GPBase
@@ -27,19 +27,20 @@ from ._common import _LOG2PI, GP_CONSTRAINTS, _GPBase
 __all__ = ["SparseGPRegressor"]
 
 
-def _sgpr_bound(lk: LearnableKernel, theta_k, noise, Z, X, Y, jitter, cache_uf, cache_uu) -> torch.Tensor:
+def _sgpr_bound(lk: LearnableKernel, theta_k, noise, Z, X, Y, jitter) -> torch.Tensor:
     n, t = Y.shape
     m = Z.shape[0]
     eye = torch.eye(m, dtype=X.dtype, device=X.device)
-    Kuu = lk.gram(theta_k, Z, Z, cache_uu)
+    k = lk.at(theta_k)
+    Kuu = k(Z)
     Kuu = Kuu + (jitter * Kuu.diagonal().detach().mean()) * eye
-    Kuf = lk.gram(theta_k, Z, X, cache_uf)
+    Kuf = k(Z, X)
     L = chol_with_jitter(Kuu)
     A = torch.linalg.solve_triangular(L, Kuf, upper=False) / torch.sqrt(noise)
     AAT = A @ A.T
     LB = chol_with_jitter(eye + AAT)
     c = torch.linalg.solve_triangular(LB, A @ Y, upper=False) / torch.sqrt(noise)
-    kdiag = lk.diag(theta_k, X).sum()
+    kdiag = k.diag(X).sum()
     return (-0.5 * n * t * _LOG2PI - t * torch.log(LB.diagonal()).sum() - 0.5 * n * t * torch.log(noise)
             - 0.5 * (Y * Y).sum() / noise + 0.5 * (c * c).sum() - 0.5 * t * (kdiag / noise - AAT.diagonal().sum()))
 
@@ -167,15 +168,14 @@ class SparseGPRegressor(_GPBase):
         full = np.concatenate([theta, to_numpy(Z).ravel().astype(np.float64)]) if learn_z else theta
         fb = np.vstack([bounds, np.full((full.size - p, 2), [-np.inf, np.inf])]) if learn_z else bounds
         perturb = np.arange(full.size) < p
-        cache_uf = None if learn_z else {}
-        cache_uu = None if learn_z else {}
 
         def loss(t):
             tk, noise = self._split(t[:p], self._n_kernel)
             Zt = t[p:].reshape(m, d) if learn_z else Z
-            return -_sgpr_bound(lk, tk, noise, Zt, Xt, Yt, jitter, cache_uf, cache_uu)
+            return -_sgpr_bound(lk, tk, noise, Zt, Xt, Yt, jitter)
 
-        full = self._run_optimizer(loss, full, fb, names, perturb=perturb)
+        with reuse_distances():  # the inputs are the same at every step (learned inducing points are not cached)
+            full = self._run_optimizer(loss, full, fb, names, perturb=perturb)
         if learn_z:
             Z = torch.tensor(full[p:].reshape(m, d), dtype=self._dtype, device=self._device)  # own (aligned) memory
         return full[:p], Z

@@ -9,8 +9,8 @@ the leave-one-out residuals need no refit (the hat matrix is :math:`H = K A^{-1}
 
 and GCV replaces each :math:`(A^{-1})_{ii}` by the mean :math:`\\mathrm{tr}(A^{-1}) / n`. Both are
 computed from one Cholesky factor of ``A``, differentiated by torch autograd in the
-log-hyperparameters (every positive kernel hyperparameter, see :mod:`mercer.kernels._learnable`,
-and ``log alpha``), and minimised by L-BFGS-B (or projected Adam) from one or several starts.
+log-hyperparameters (every positive kernel hyperparameter, per-feature scales included, see
+:class:`mercer.kernels.LearnableKernel`, and ``log alpha``), and minimised by L-BFGS-B (or projected Adam) from one or several starts.
 The learned model is an ordinary :class:`mercer.models.ridge.KernelRidge`.
 """
 
@@ -28,7 +28,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
 from ..._validation import Interval, Options, check_params
-from ...kernels import LearnableKernel
+from ...kernels import LearnableKernel, reuse_distances
 from ...linalg import MemoryBudgetError, format_bytes
 from .._base import COMPUTE_CONSTRAINTS, KERNEL_CONSTRAINTS, KernelEstimatorMixin
 from .._hyperopt import OPTIMIZER_CONSTRAINTS, check_bounds, chol_with_jitter, optimize, report
@@ -39,11 +39,11 @@ __all__ = ["KernelRidgeCV", "loo_residuals"]
 log = logging.getLogger(__name__)
 
 
-def _cv_terms(lk, theta_k, alpha, X, Y, cache):
+def _cv_terms(lk, theta_k, alpha, X, Y):
     """Dual coefficients ``c = (K + alpha I)^{-1} Y`` and ``diag((K + alpha I)^{-1})``."""
     n = X.shape[0]
     eye = torch.eye(n, dtype=X.dtype, device=X.device)
-    A = lk.gram(theta_k, X, X, cache) + alpha * eye
+    A = lk.gram(theta_k, X) + alpha * eye
     L = chol_with_jitter(A)
     C = torch.cholesky_solve(Y, L)
     Linv = torch.linalg.solve_triangular(L, eye, upper=False)
@@ -62,7 +62,7 @@ def loo_residuals(kernel, X, y, alpha: float) -> np.ndarray:
     Xt = torch.as_tensor(np.asarray(X, dtype=np.float64))
     Y = torch.as_tensor(np.asarray(y, dtype=np.float64).reshape(len(Xt), -1))
     lk = LearnableKernel(kernel, Xt.shape[1])
-    C, dinv = _cv_terms(lk, torch.as_tensor(lk.theta0), torch.tensor(float(alpha), dtype=torch.float64), Xt, Y, None)
+    C, dinv = _cv_terms(lk, torch.as_tensor(lk.theta0), torch.tensor(float(alpha), dtype=torch.float64), Xt, Y)
     out = (C / dinv[:, None]).numpy()
     return out[:, 0] if np.ndim(y) == 1 else out
 
@@ -89,7 +89,8 @@ class KernelRidgeCV(MultiOutputMixin, RegressorMixin, KernelEstimatorMixin, Base
         Extra starts, perturbed by up to a factor 10 in every hyperparameter.
     max_iter : int, default=100
     hyperparameter_bounds : (float, float), default=(1e-5, 1e5)
-        In length-scale units (see :mod:`mercer.kernels._learnable`).
+        In length-scale units (see :class:`mercer.kernels.LearnableKernel`); the bounds a kernel converted
+        from scikit-learn carries take precedence.
     alpha_bounds : (float, float), default=(1e-8, 1e5)
     random_state, device, dtype, memory_budget :
         As in every mercer estimator. Learning holds about four n x n matrices.
@@ -177,17 +178,16 @@ class KernelRidgeCV(MultiOutputMixin, RegressorMixin, KernelEstimatorMixin, Base
             theta = np.append(theta, math.log(a0))
             bounds = np.vstack([bounds, [[math.log(bounds_a[0]), math.log(bounds_a[1])]]])
         p = len(lk.names)
-        cache: dict = {}
 
         def loss(t):
             alpha = torch.exp(t[p]) if self.learn_alpha else torch.as_tensor(a0, dtype=t.dtype, device=t.device)
-            C, dinv = _cv_terms(lk, t[:p], alpha, Xt, Y, cache)
+            C, dinv = _cv_terms(lk, t[:p], alpha, Xt, Y)
             return _cv_error(C, dinv, alpha, self.objective)
 
         self.hyperparameter_names_ = names
         t0 = time.perf_counter()
-        theta = self._search(loss, theta, bounds, names)
-        del cache
+        with reuse_distances():  # the inputs are the same at every step
+            theta = self._search(loss, theta, bounds, names)
         self.learning_time_ = time.perf_counter() - t0
         self.theta_ = np.asarray(theta, dtype=np.float64)
         self.kernel_ = lk.build(self.theta_[:p])
