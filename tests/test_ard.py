@@ -252,19 +252,22 @@ def test_gp_learns_per_feature_scales_as_scikit_learn():
 
 
 def test_gp_with_sklearn_anisotropic_kernel_and_fixed_bounds():
-    """A scikit-learn kernel with a vector length scale, one of its parts fixed: the fixed part is
-    not learned, and the per-feature bounds are those scikit-learn gave."""
+    """A scikit-learn kernel with a vector length scale, one of its parts fixed (scikit-learn's
+    mode): the fixed part is not learned, the per-feature bounds are those scikit-learn gave, and
+    the optimum is scikit-learn's."""
+    from sklearn.gaussian_process import GaussianProcessRegressor as SkGPR
     from sklearn.gaussian_process.kernels import ConstantKernel
 
     X, y = _relevance_data(80)
     k = ConstantKernel(2.0, constant_value_bounds="fixed") * SkRBF([1.0] * 4, length_scale_bounds=(0.1, 50.0))
-    gp = GaussianProcessRegressor(k, noise=0.1).fit(X, y)
-    # C * RBF is converted to Scaled(C, RBF): the fixed scale is not learned (and no output scale
-    # is added, the kernel has one)
-    assert gp.hyperparameter_names_ == [f"kernel__gamma[{i}]" for i in range(4)] + ["noise"]
-    assert gp.kernel_.scale == 2.0
-    ls = 1.0 / np.sqrt(2.0 * np.asarray(gp.kernel_.kernel.gamma))
+    gp = GaussianProcessRegressor(k, alpha=0.01).fit(X, y)
+    ref = SkGPR(k, alpha=0.01).fit(X, y)
+    assert gp.hyperparameter_names_ == [f"k2__length_scale[{i}]" for i in range(4)]
+    assert gp.kernel_.k1.constant_value == 2.0
+    ls = gp.kernel_.k2.length_scale
     assert np.all(ls >= 0.1 * (1 - 1e-9)) and np.all(ls <= 50.0 * (1 + 1e-9)) and ls.max() == pytest.approx(50.0)
+    np.testing.assert_allclose(gp.kernel_.theta, ref.kernel_.theta, atol=1e-3)
+    assert gp.log_marginal_likelihood_value_ == pytest.approx(ref.log_marginal_likelihood_value_, rel=1e-6)
 
 
 def test_krcv_learns_per_feature_scales():

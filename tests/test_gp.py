@@ -406,3 +406,71 @@ def test_closed_form_lml_gradient_equals_autograd_through_cholesky():
     (ref,) = torch.autograd.grad(ref_value, s)
     assert float(_GaussianLML.apply(K(s), Y).detach()) == pytest.approx(float(ref_value.detach()), rel=1e-12)
     torch.testing.assert_close(ours, ref, rtol=1e-10, atol=1e-12)
+
+
+# -- scikit-learn's mode (scikit-learn kernel objects, or kernel=None) ---------------------------
+def test_sklearn_mode_prior_before_fit_and_n_targets():
+    from sklearn.gaussian_process import GaussianProcessRegressor as SkGPR
+
+    X = np.linspace(0, 5, 7)[:, None]
+    for t in (None, 3):
+        ours, ref = GaussianProcessRegressor(kernel=None, n_targets=t), SkGPR(n_targets=t)
+        for kw in ({"return_std": True}, {"return_cov": True}):
+            for a, b in zip(ours.predict(X, **kw), ref.predict(X, **kw)):
+                assert a.shape == b.shape
+                np.testing.assert_allclose(a, b, atol=1e-12)
+        assert ours.sample_y(X, 4).shape == ref.sample_y(X, 4).shape
+    y = np.sin(X).ravel()
+    with pytest.raises(ValueError, match="number of targets seen in `y` is different from the parameter `n_targets`"):
+        GaussianProcessRegressor(kernel=None, n_targets=2).fit(X, y)
+
+
+def test_sklearn_mode_alpha_array_callable_optimizer_and_clone_kernel():
+    from scipy.optimize import minimize
+    from sklearn.gaussian_process import GaussianProcessRegressor as SkGPR
+    from sklearn.gaussian_process.kernels import RBF as SkRBF
+    from sklearn.gaussian_process.kernels import ConstantKernel
+
+    rng = np.random.default_rng(3)
+    X = rng.uniform(0, 5, size=(30, 2))
+    y = np.sin(X).sum(1)
+    alpha = rng.uniform(0.01, 0.1, size=30)
+
+    def optimizer(obj_func, initial_theta, bounds):
+        res = minimize(obj_func, initial_theta, jac=True, method="L-BFGS-B", bounds=bounds)
+        return res.x, res.fun
+
+    kernel = ConstantKernel(1.0) * SkRBF([1.0, 1.0])
+    ours = GaussianProcessRegressor(kernel, alpha=alpha, optimizer=optimizer).fit(X, y)
+    ref = SkGPR(kernel, alpha=alpha, optimizer=optimizer).fit(X, y)
+    np.testing.assert_allclose(ours.kernel_.theta, ref.kernel_.theta, atol=1e-4)
+    np.testing.assert_allclose(ours.predict(X[:5]), ref.predict(X[:5]), rtol=1e-5, atol=1e-7)
+    assert ours.noise_.shape == (30,)
+    ours.log_marginal_likelihood(np.zeros(3), clone_kernel=False)
+    np.testing.assert_array_equal(ours.kernel_.theta, np.zeros(3))  # as scikit-learn
+    with pytest.raises(ValueError, match="alpha must be a scalar or an array with same number of entries as y"):
+        GaussianProcessRegressor(kernel, alpha=np.ones(5)).fit(X, y)
+
+
+def test_sklearn_mode_errors_as_sklearn():
+    from sklearn.gaussian_process.kernels import DotProduct, WhiteKernel
+
+    X, y = np.arange(12.0).reshape(6, -1), np.arange(6.0)
+    with pytest.raises(np.linalg.LinAlgError, match="is not returning a positive definite matrix"):
+        GaussianProcessRegressor(kernel=DotProduct(), alpha=0.0, optimizer=None).fit(X, y)
+    with pytest.raises(ValueError, match="requires that all bounds are finite"):
+        GaussianProcessRegressor(kernel=WhiteKernel(noise_level_bounds=(-np.inf, np.inf)),
+                                 n_restarts_optimizer=2).fit(X, y)
+    gp = GaussianProcessRegressor(kernel=DotProduct() + WhiteKernel()).fit(X, y)
+    with pytest.raises(ValueError, match="Gradient can only be evaluated for theta!=None"):
+        gp.log_marginal_likelihood(eval_gradient=True)
+
+
+def test_mercer_mode_start_outside_bounds_is_clipped():
+    """A start outside the box begins on the box (the optimum is never outside it)."""
+    X = np.atleast_2d([1.0, 3.0, 5.0, 6.0, 7.0, 8.0]).T
+    y = (X * np.sin(X)).ravel()
+    from sklearn.gaussian_process.kernels import RBF as SkRBF
+
+    gp = GaussianProcessRegressor(kernel=SkRBF(length_scale_bounds=[1e-5, 1e-3])).fit(X, y)
+    assert gp.kernel_.length_scale == pytest.approx(1e-3)

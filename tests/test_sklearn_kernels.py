@@ -259,7 +259,7 @@ def test_gp_with_fixed_sklearn_kernel_matches_sklearn(kernel, data):
     X, Xt = data
     y = np.sin(2 * X).sum(1)
     ref = SkGPR(kernel, alpha=0.01, optimizer=None).fit(X, y)
-    ours = GaussianProcessRegressor(kernel, noise=0.01, optimizer=None, learn_noise=False).fit(X, y)
+    ours = GaussianProcessRegressor(kernel, alpha=0.01, optimizer=None).fit(X, y)
     assert ours.log_marginal_likelihood_value_ == pytest.approx(ref.log_marginal_likelihood_value_, rel=1e-9)
     m1, s1 = ref.predict(Xt, return_std=True)
     m2, s2 = ours.predict(Xt, return_std=True)
@@ -268,10 +268,19 @@ def test_gp_with_fixed_sklearn_kernel_matches_sklearn(kernel, data):
 
 
 def test_gp_learns_hyperparameters_of_an_sklearn_kernel(data):
+    """scikit-learn's mode: the same optimum as scikit-learn's GP (theta, LML, predictions), with
+    ``kernel_`` a scikit-learn kernel, and the given kernel object left alone."""
     X, Xt = data
     y = np.sin(2 * X).sum(1) + 0.1 * np.random.RandomState(1).randn(len(X))
-    kernel = sk.ConstantKernel(1.0) * sk.RBF(1.0)
-    gp = GaussianProcessRegressor(kernel, max_iter=30, random_state=0).fit(X, y)
-    assert isinstance(gp.kernel_, Scaled) and isinstance(gp.kernel_.kernel, RBF)
-    assert gp.kernel is kernel and kernel.k2.length_scale == 1.0  # the given object is not modified
-    assert np.all(np.isfinite(gp.predict(Xt)))
+    kernel = sk.ConstantKernel(1.0) * sk.RBF(1.0) + sk.WhiteKernel(0.1)
+    gp = GaussianProcessRegressor(kernel, random_state=0).fit(X, y)
+    ref = SkGPR(kernel, random_state=0).fit(X, y)
+    assert type(gp.kernel_) is type(ref.kernel_) and gp.hyperparameter_names_ == ["k1__k1__constant_value",
+                                                                                   "k1__k2__length_scale",
+                                                                                   "k2__noise_level"]
+    np.testing.assert_allclose(gp.kernel_.theta, ref.kernel_.theta, rtol=0, atol=1e-4)
+    assert gp.log_marginal_likelihood_value_ == pytest.approx(ref.log_marginal_likelihood_value_, rel=1e-7)
+    assert gp.log_marginal_likelihood(ref.kernel_.theta) == pytest.approx(
+        ref.log_marginal_likelihood(ref.kernel_.theta), rel=1e-10)
+    np.testing.assert_allclose(gp.predict(Xt), ref.predict(Xt), rtol=1e-4, atol=1e-6)
+    assert gp.kernel is kernel and kernel.k1.k2.length_scale == 1.0  # the given object is not modified

@@ -19,7 +19,7 @@ from ._hyperparameters import Hyperparameter, LearnableKernel
 from ._precomputed import Precomputed
 from ._registry import KERNEL_CONSTRAINTS, KERNELS, parse_kernel_spec, resolve_kernel
 from ._sets import HistogramIntersection, Intersection, encode_sets
-from ._sklearn import from_sklearn
+from ._sklearn import from_sklearn, is_sklearn_kernel
 from ._stationary import RBF, Gaussian, Laplacian, Matern, squared_distances
 
 __all__ = [
@@ -55,6 +55,7 @@ __all__ = [
     "check_mercer",
     "encode_sets",
     "from_sklearn",
+    "is_sklearn_kernel",
     "parse_kernel_spec",
     "resolve_kernel",
     "reuse_distances",

@@ -113,7 +113,10 @@ class _Objective:
             if not bool(torch.isfinite(loss.detach())):
                 raise FloatingPointError("non-finite objective")
             (grad,) = torch.autograd.grad(loss, t)
-        except (RuntimeError, FloatingPointError, np.linalg.LinAlgError, torch.linalg.LinAlgError) as exc:
+        except (RuntimeError, FloatingPointError, np.linalg.LinAlgError, torch.linalg.LinAlgError, ValueError) as exc:
+            if isinstance(exc, ValueError) and self.n_evals == 1:
+                raise  # the starting point itself is refused: an input error, not a bad step
+
             log.debug("objective failed at theta=%s: %s", x, exc)
             return _BAD, np.zeros_like(x)
         g = grad.detach().cpu().numpy().astype(np.float64)
@@ -127,6 +130,25 @@ def _lbfgs(obj, x0, bounds, max_iter):
                           options={"maxiter": max_iter})
     msg = res.message if isinstance(res.message, str) else res.message.decode()
     return np.asarray(res.x, dtype=np.float64), float(res.fun), bool(res.success), int(res.nit), msg
+
+
+def _user_optimizer(method, obj, x0, bounds):
+    """scikit-learn's protocol: ``method(obj_func, initial_theta, bounds) -> (theta_opt, func_min)``
+    with ``obj_func(theta, eval_gradient=True) -> (loss, gradient)`` (``loss`` alone without)."""
+
+    def obj_func(theta, eval_gradient=True):
+        loss, grad = obj(np.asarray(theta, dtype=np.float64))
+        return (loss, grad) if eval_gradient else loss
+
+    out = method(obj_func, x0.copy(), bounds.copy())
+    try:
+        x, f = out
+        x = np.asarray(x, dtype=np.float64).reshape(x0.shape)
+        f = float(f)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"The optimizer {method!r} must return (theta_opt, func_min) with theta_opt of shape "
+                         f"{x0.shape}; got {out!r}.") from exc
+    return x, f, True, obj.n_evals, f"callable optimizer {getattr(method, '__name__', method)!r}"
 
 
 def _adam(obj, x0, bounds, max_iter, lr, dtype, device):
@@ -167,18 +189,24 @@ def _adam(obj, x0, bounds, max_iter, lr, dtype, device):
 
 
 def optimize(loss_fn, theta0, bounds, *, method: str, max_iter: int, n_restarts: int, rng: np.random.RandomState,
-             dtype=torch.float64, device="cpu", perturb=None, spread: float = math.log(10.0), lr: float = 0.05):
+             dtype=torch.float64, device="cpu", perturb=None, spread: float | None = math.log(10.0), lr: float = 0.05):
     """Minimise ``loss_fn(theta)`` from ``theta0`` and ``n_restarts`` perturbed starts.
 
     Parameters
     ----------
     loss_fn : callable
         torch tensor ``theta`` (requires grad) -> scalar tensor.
+    method : {"lbfgs", "fmin_l_bfgs_b", "adam"} or callable
+        A callable follows scikit-learn's protocol (``method(obj_func, theta0, bounds)`` returns
+        ``(theta_opt, func_min)``).
     theta0 : ndarray of shape (p,)
     bounds : ndarray of shape (p, 2)
         ``-inf`` / ``inf`` for unbounded coordinates.
     perturb : boolean ndarray of shape (p,), optional
         Coordinates that restarts perturb (default: the bounded ones).
+    spread : float or None
+        Restarts perturb by up to this much (log units); None draws them uniformly within the
+        bounds, as scikit-learn's GP does (the bounds must then be finite).
 
     Returns
     -------
@@ -191,13 +219,17 @@ def optimize(loss_fn, theta0, bounds, *, method: str, max_iter: int, n_restarts:
         perturb = np.isfinite(bounds).all(axis=1)
     runs = []
     for start in range(n_restarts + 1):
-        x0 = theta0.copy()
-        if start:
+        x0 = np.clip(theta0, bounds[:, 0], bounds[:, 1])  # a start outside the box is moved onto it
+        if start and spread is None:
+            x0 = rng.uniform(bounds[:, 0], bounds[:, 1])
+        elif start:
             x0[perturb] += rng.uniform(-spread, spread, size=int(perturb.sum()))
             x0 = np.clip(x0, bounds[:, 0], bounds[:, 1])
         obj = _Objective(loss_fn, dtype, device)
         f0, _ = obj(x0)
-        if method == "lbfgs":
+        if callable(method):
+            x, f, conv, nit, msg = _user_optimizer(method, obj, x0, bounds)
+        elif method in ("lbfgs", "fmin_l_bfgs_b"):
             x, f, conv, nit, msg = _lbfgs(obj, x0, bounds, max_iter)
         else:
             x, f, conv, nit, msg = _adam(obj, x0, bounds, max_iter, lr, dtype, device)
@@ -210,10 +242,11 @@ def optimize(loss_fn, theta0, bounds, *, method: str, max_iter: int, n_restarts:
 
 
 def report(best: RunReport, runs, names, bounds, *, owner: str, what: str = "log marginal likelihood",
-           maximised: bool = True) -> None:
-    """Warn when the optimum sits on a bound or the best run stopped without converging."""
+           maximised: bool = True, bound_warnings: bool = True) -> None:
+    """Warn when the optimum sits on a bound (unless ``bound_warnings=False``: the caller warns
+    its own way) or the best run stopped without converging."""
     bounds = np.asarray(bounds, dtype=np.float64).reshape(-1, 2)
-    for i, name in enumerate(names):
+    for i, name in enumerate(names if bound_warnings else ()):
         lo, hi = bounds[i]
         for side, b in (("lower", lo), ("upper", hi)):
             if np.isfinite(b) and abs(best.theta[i] - b) <= 1e-2:

@@ -62,6 +62,9 @@ class _GPBase(MultiOutputMixin, RegressorMixin, KernelEstimatorMixin, BaseEstima
         whose values only set the starting point). Names saved by mercer 0.1 (``"kernel.gamma"``)
         are read in today's form (``"kernel__gamma"``)."""
         super()._after_load()
+        self._learn_noise = "noise" in self.hyperparameter_names_
+        self._noise0 = self.noise_
+        self._sk, self._kernel = None, self.kernel_  # mercer.io saves GPs with mercer kernels only
         lk = LearnableKernel(self.kernel_, self.n_features_in_, self._bounds)
         self.hyperparameter_names_ = [str(n).replace(".", "__") for n in self.hyperparameter_names_]
         if list(lk.names) != list(self.hyperparameter_names_[: len(lk.names)]):
@@ -70,10 +73,14 @@ class _GPBase(MultiOutputMixin, RegressorMixin, KernelEstimatorMixin, BaseEstima
         self._lk, self._n_kernel = lk, len(lk.names)
 
     # -- fit helpers ---------------------------------------------------------------------------
+    def _sklearn_mode(self) -> bool:
+        """Whether the GP follows scikit-learn's semantics (see :mod:`._sklearn_mode`)."""
+        return False
+
     def _check_params(self):
         owner = type(self).__name__
         check_params(self)
-        if self.learn_noise and self.noise == 0:
+        if self.learn_noise and self.noise == 0 and getattr(self, "alpha", None) is None and not self._sklearn_mode():
             raise ValueError(f"The 'noise' parameter of {owner} must be a float in the range (0, inf) when "
                              f"learn_noise=True (it is learned as its logarithm). Got {self.noise!r} instead.")
         self._bounds = check_bounds(owner, "hyperparameter_bounds", self.hyperparameter_bounds)
@@ -89,6 +96,7 @@ class _GPBase(MultiOutputMixin, RegressorMixin, KernelEstimatorMixin, BaseEstima
             raise ValueError(f"{type(self).__name__} needs a kernel on features; kernel='precomputed' is not supported.")
         self._y_ndim = y.ndim
         Y = y.reshape(len(y), -1)
+        self._setup_noise(Y.shape[0])
         if self.normalize_y:
             self._y_train_mean = Y.mean(axis=0)
             std = Y.std(axis=0)
@@ -98,6 +106,22 @@ class _GPBase(MultiOutputMixin, RegressorMixin, KernelEstimatorMixin, BaseEstima
             self._y_train_mean = np.zeros(Y.shape[1])
             self._y_train_std = np.ones(Y.shape[1])
         return X, Y, kernel
+
+    def _setup_noise(self, n: int) -> None:
+        """``_learn_noise`` and ``_noise0``: the starting (or fixed) noise variance, a float or a
+        per-sample array. ``alpha`` (scikit-learn's name) fixes it; so does scikit-learn's mode,
+        where it defaults to 1e-10 as there."""
+        alpha = getattr(self, "alpha", None)
+        if alpha is None and not self._sklearn_mode():
+            self._learn_noise, self._noise0 = bool(self.learn_noise), float(self.noise)
+            return
+        alpha = 1e-10 if alpha is None else alpha
+        a = np.asarray(alpha, dtype=np.float64)
+        if a.ndim > 1 or (a.ndim == 1 and a.shape[0] != n) or not np.all(np.isfinite(a) & (a >= 0)):
+            got = a.shape[0] if a.ndim == 1 else a.shape
+            raise ValueError(f"The 'alpha' parameter of {type(self).__name__}: alpha must be a scalar or an array with "
+                             f"same number of entries as y, non-negative. ({got} != {n})")
+        self._learn_noise, self._noise0 = False, (float(a) if a.ndim == 0 else a)
 
     def _learnable(self, kernel: Kernel, Y: np.ndarray, n_features: int) -> LearnableKernel:
         """The kernel whose hyperparameters are learned; an output scale is added when optimising
@@ -114,7 +138,7 @@ class _GPBase(MultiOutputMixin, RegressorMixin, KernelEstimatorMixin, BaseEstima
         names = list(lk.names)
         bounds = lk.log_bounds
         theta = lk.theta0
-        if self.learn_noise:
+        if self._learn_noise:
             lo, hi = self._noise_bounds
             names.append("noise")
             bounds = np.vstack([bounds, [[math.log(lo), math.log(hi)]]])
@@ -122,22 +146,32 @@ class _GPBase(MultiOutputMixin, RegressorMixin, KernelEstimatorMixin, BaseEstima
         return names, theta, bounds
 
     def _split(self, theta: torch.Tensor, n_kernel: int):
-        noise = torch.exp(theta[n_kernel]) if self.learn_noise else torch.as_tensor(
-            float(self.noise), dtype=theta.dtype, device=theta.device)
-        return theta[:n_kernel], noise
+        """The kernel's log-hyperparameters (mercer's layout) and the noise variance (0-d, or
+        1-d per sample) from the optimised vector ``theta``."""
+        noise = torch.exp(theta[n_kernel]) if self._learn_noise else torch.as_tensor(
+            self._noise0, dtype=theta.dtype, device=theta.device)
+        return self._kernel_theta(theta[:n_kernel]), noise
+
+    def _kernel_theta(self, theta_k: torch.Tensor) -> torch.Tensor:
+        """mercer's log-hyperparameters from the optimised ones (the same, but in scikit-learn's mode)."""
+        return theta_k
 
     def _run_optimizer(self, loss_fn, theta0, bounds, names, perturb=None):
         owner = type(self).__name__
         rng = check_random_state(self.random_state)
         t0 = time.perf_counter()
+        sk = self._sklearn_mode()  # restarts drawn uniformly within the bounds, as scikit-learn
+        if sk and self.n_restarts_optimizer > 0 and not np.all(np.isfinite(bounds)):
+            raise ValueError("Multiple optimizer restarts (n_restarts_optimizer>0) requires that all bounds are finite.")
         best, runs = optimize(loss_fn, theta0, bounds, method=self.optimizer, max_iter=self.max_iter,
                               n_restarts=self.n_restarts_optimizer, rng=rng, dtype=self._dtype,
-                              device=self._device, perturb=perturb)
+                              device=self._device, perturb=perturb, **({"spread": None} if sk else {}))
         self.optimizer_results_ = [r.as_dict() for r in runs]
         self.optimizer_converged_ = bool(best.converged)
         self.n_iter_ = max(1, int(best.n_iter))
         log.info("%s: hyperparameters learned in %.2f s (%d starts)", owner, time.perf_counter() - t0, len(runs))
-        report(best, runs, names, bounds[: len(names)], owner=owner, what=self._objective_name)
+        # scikit-learn's mode warns with scikit-learn's kernel (_check_bounds_params), after the fit
+        report(best, runs, names, bounds[: len(names)], owner=owner, what=self._objective_name, bound_warnings=not sk)
         return best.theta
 
     def _zero_variance(self, Y) -> bool:
@@ -154,7 +188,7 @@ class _GPBase(MultiOutputMixin, RegressorMixin, KernelEstimatorMixin, BaseEstima
         """``theta_``, ``kernel_`` and ``noise_`` from the learned ``theta`` (or the given values)."""
         self.theta_ = np.asarray(theta, dtype=np.float64)
         self.kernel_ = lk.build(theta[: self._n_kernel]) if self.optimizer is not None else kernel
-        self.noise_ = float(np.exp(theta[-1])) if self.learn_noise and self.optimizer is not None else float(self.noise)
+        self.noise_ = float(np.exp(theta[-1])) if self._learn_noise and self.optimizer is not None else self._noise0
 
     # -- predict helpers -----------------------------------------------------------------------
     def _finish(self, out: torch.Tensor, like, *, var: bool = False, cov: bool = False):
