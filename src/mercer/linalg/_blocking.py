@@ -8,11 +8,13 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import dataclasses
+import logging
 import math
 import os
 from collections.abc import Callable, Iterator
 
 from .._config import get_config
+from .._progress import task
 from .._validation import COMPUTE_CONSTRAINTS, check_param
 
 __all__ = ["BlockPlan", "MemoryBudgetError", "available_memory", "default_memory_budget", "format_bytes",
@@ -23,6 +25,11 @@ MIN_ROWS = 64
 #: Largest tile computed at once. Tiles much smaller than this pay per-operation overheads (on a
 #: machine whose cores are shared, every OpenMP barrier stalls); much larger ones only cost memory.
 MAX_TILE_BYTES = 128 * 2**20
+#: Rows from which a CPU Cholesky factorisation or triangular solve (one LAPACK call that cannot be
+#: stopped halfway) runs in a worker thread while the calling thread polls for Ctrl-C (the call
+#: itself is unchanged: same speed, same result; see ``mercer.linalg._factor._interruptible``).
+#: Below it the call takes well under a second and a thread would buy nothing.
+LAPACK_WORKER_MIN_N = 2048
 
 
 def format_bytes(n: float) -> str:
@@ -181,8 +188,10 @@ _OBSERVER: contextvars.ContextVar[Callable[[str | None, int, int], None] | None]
 @contextlib.contextmanager
 def observe_blocks(observer: Callable[[str | None, int, int], None] | None) -> Iterator[None]:
     """Call ``observer(desc, rows_done, n)`` after every block of every planned loop in this
-    context (:func:`row_blocks` and the :class:`~mercer.linalg.KernelOperator` products). An
-    exception it raises (``KeyboardInterrupt``, a cancellation) stops the loop between blocks."""
+    context (:func:`row_blocks` and the :class:`~mercer.linalg.KernelOperator` products), and
+    every 0.1 s with ``rows_done=0`` while a long CPU Cholesky factorisation or triangular solve
+    runs (``n`` at its end). An exception it raises (``KeyboardInterrupt``, a cancellation) stops
+    the loop between blocks, or leaves the factorisation at once."""
     token = _OBSERVER.set(observer)
     try:
         yield
@@ -195,15 +204,21 @@ def row_blocks(n: int, rows: int, *, desc: str | None = None) -> Iterator[slice]
 
     Every loop over sample blocks goes through here (sizes from :func:`plan_rows` or
     :func:`plan_blocks`), so progress, interrupts and distributed execution have one place to
-    plug in (:func:`observe_blocks`).
+    plug in (:func:`observe_blocks`); inside :func:`mercer.progress` a loop that lasts more than
+    half a second shows a bar.
     """
     rows = max(1, int(rows))
     observer = _OBSERVER.get()
-    for start in range(0, int(n), rows):
-        stop = min(start + rows, int(n))
-        yield slice(start, stop)
-        if observer is not None:
-            observer(desc, stop, int(n))
+    bar = task(desc or "blocks", total=int(n), unit="rows", level=logging.DEBUG)  # inert unless mercer.progress()
+    try:
+        for start in range(0, int(n), rows):
+            stop = min(start + rows, int(n))
+            yield slice(start, stop)
+            if observer is not None:
+                observer(desc, stop, int(n))
+            bar.update(stop)
+    finally:
+        bar.close()
 
 
 def available_memory(device=None) -> int:

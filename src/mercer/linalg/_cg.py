@@ -13,6 +13,7 @@ from typing import Callable
 
 import torch
 
+from .._progress import task
 from .._validation import Interval, check_param
 
 __all__ = ["CGResult", "conjugate_gradient"]
@@ -81,9 +82,26 @@ def conjugate_gradient(matvec: Callable[[torch.Tensor], torch.Tensor], b: torch.
     P = preconditioner if preconditioner is not None else (lambda r: r)
     bnorm = torch.linalg.vector_norm(B, dim=0)
     X, R = _start(matvec, B, x0)
-    it, rel, history = _iterate(matvec, P, X, R, bnorm, tol, max_iter, callback)
+    with task("conjugate gradient", total=max_iter, unit="it") as bar:
+        it, rel, history = _iterate(matvec, P, X, R, bnorm, tol, max_iter, _with_bar(bar, callback, tol, max_iter))
     converged = bool((rel <= tol).all()) and math.isfinite(float(rel.max()) if rel.numel() else 0.0)
     return CGResult(X[:, 0] if squeeze else X, it, rel, converged, history)
+
+
+def _with_bar(bar, callback, tol: float, max_iter: int):
+    """``callback`` that also moves the progress bar: the residual, and as total the iteration at
+    which the residual's geometric decrease so far would reach ``tol`` (so the ETA means something)."""
+    def step(it: int, X: torch.Tensor, rel: torch.Tensor) -> None:
+        if callback is not None:
+            callback(it, X, rel)
+        if bar:
+            r = float(rel.max())
+            guess = math.ceil(it * math.log(tol) / math.log(r) - 1e-9) if tol > 0 and 0 < r < 1 else max_iter
+            bar.update(it, total=min(max_iter, max(it, guess)), residual=r)
+        else:
+            bar.update(it)
+
+    return step
 
 
 def _start(matvec, B: torch.Tensor, x0: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:

@@ -4,14 +4,25 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import threading
 import warnings
+from collections.abc import Callable
+from typing import TypeVar
 
 import numpy as np
 import torch
 
+from .._progress import task
+from ._blocking import _OBSERVER, LAPACK_WORKER_MIN_N
+
 __all__ = ["CholeskyFactor", "jittered_cholesky", "NumericalWarning"]
 
 log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+#: Seconds between two checks for Ctrl-C (and observer calls) while a worker thread runs LAPACK.
+_POLL_S = 0.1
 
 
 class NumericalWarning(UserWarning):
@@ -33,9 +44,64 @@ class CholeskyFactor:
         solves on ``L`` as stored (``cholesky_solve`` would first copy ``L``: one more n x n buffer)."""
         squeeze = B.ndim == 1
         B2 = B[:, None] if squeeze else B
-        Y = torch.linalg.solve_triangular(self.L, B2, upper=False)
-        X = torch.linalg.solve_triangular(self.L.mT, Y, upper=True)
+        L = self.L
+
+        def solves() -> torch.Tensor:
+            Y = torch.linalg.solve_triangular(L, B2, upper=False)
+            return torch.linalg.solve_triangular(L.mT, Y, upper=True)
+
+        X = _interruptible(solves, L, "triangular solve")
         return X[:, 0] if squeeze else X
+
+
+def _interruptible(call: Callable[[], T], A: torch.Tensor, desc: str) -> T:
+    """``call()`` -- one long LAPACK call on ``A`` -- with the calling thread kept responsive.
+
+    On the CPU, from :data:`~mercer.linalg._blocking.LAPACK_WORKER_MIN_N` rows up, ``call`` runs in
+    a worker thread (torch releases the GIL inside the library call, so MKL runs exactly as when
+    called directly: same threads, same result bit for bit) while this thread waits in polls of
+    :data:`_POLL_S` seconds. Between polls a Ctrl-C (``KeyboardInterrupt``) or an exception raised
+    by an :func:`~mercer.linalg.observe_blocks` observer (called as ``observer(desc, 0, n)`` at
+    every poll, and ``(desc, n, n)`` at the end) leaves at once, and a :func:`mercer.progress`
+    bar shows the elapsed time. LAPACK cannot be stopped halfway: an abandoned worker finishes
+    its call in the background, keeping its cores and ``A``'s memory until then (about as long
+    as the call had left; a CLI process exits without waiting for it), and ``A`` is left
+    partly overwritten. Exceptions raised inside ``call`` propagate here. On CUDA and for small
+    matrices ``call`` runs directly (no thread): CUDA kernels are asynchronous anyway.
+    """
+    n = A.shape[0]
+    if A.device.type != "cpu" or n < LAPACK_WORKER_MIN_N:
+        return call()
+    observer = _OBSERVER.get()
+    outcome: dict = {}
+    grad, inference, threads = torch.is_grad_enabled(), torch.is_inference_mode_enabled(), torch.get_num_threads()
+
+    def work() -> None:
+        # OpenMP's team size and torch's autograd modes are per thread: the caller's hold in the
+        # worker too (a new thread would otherwise run MKL with OpenMP's default team: at one
+        # thread set by the user, two threads on a loaded machine made a 2 ms solve take 1 s)
+        try:
+            torch.set_num_threads(threads)
+            with torch.inference_mode(inference), torch.set_grad_enabled(grad):
+                outcome["value"] = call()
+        except BaseException as exc:  # noqa: BLE001 -- re-raised in the calling thread
+            outcome["error"] = exc
+
+    worker = threading.Thread(target=work, name=f"mercer {desc}", daemon=True)
+    with task(f"{desc} of {n} rows", unit="", level=logging.DEBUG) as bar:  # a timer in mercer.progress()
+        worker.start()
+        while True:
+            worker.join(_POLL_S)  # a signal handler's exception (Ctrl-C) is raised here
+            if not worker.is_alive():
+                break
+            if observer is not None:
+                observer(desc, 0, n)
+            bar.update(0)
+    if "error" in outcome:
+        raise outcome["error"]
+    if observer is not None:
+        observer(desc, n, n)
+    return outcome["value"]
 
 
 def _try_factor(A: torch.Tensor) -> bool:
@@ -46,10 +112,16 @@ def _try_factor(A: torch.Tensor) -> bool:
     3-8x slower here) and hold the GIL. The factorisation runs on the transposed view
     ``A.mT``, which is column-major, so LAPACK works in place (``out=A`` on the row-major
     matrix would make a full copy): the upper factor of ``A.mT`` is ``L`` in ``A``'s lower triangle.
+    Large CPU matrices are factored in a worker thread so that Ctrl-C is not held for the whole
+    call (:func:`_interruptible`).
     """
     info = torch.empty((), dtype=torch.int32, device=A.device)
     U = A.mT
-    torch.linalg.cholesky_ex(U, upper=True, out=(U, info))
+
+    def potrf() -> None:
+        torch.linalg.cholesky_ex(U, upper=True, out=(U, info))
+
+    _interruptible(potrf, A, "Cholesky factorisation")
     return int(info) == 0
 
 

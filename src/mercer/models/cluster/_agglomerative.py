@@ -188,7 +188,7 @@ def plot_dendrogram(model, ax=None, **kwargs):
         try:
             import matplotlib.pyplot as plt  # optional dependency
         except ImportError as exc:
-            raise ImportError("plot_dendrogram needs matplotlib to draw (pip install matplotlib); pass ax= or "
+            raise ImportError("plot_dendrogram needs matplotlib to draw (pip install mercer[plot]); pass ax= or "
                               "no_plot=True to get the tree without it.") from exc
         ax = plt.gca()
     from scipy.cluster import hierarchy  # on use: adds ~15 ms to `import mercer`

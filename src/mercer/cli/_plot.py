@@ -1,0 +1,123 @@
+"""``mercer plot KIND``: pictures of a data file or of a saved model, written to a PNG (or any
+format matplotlib knows from the extension)."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+from sklearn.base import clone, is_classifier
+
+from ..kernels import parse_kernel_spec
+from ._data import CLIError, read_table
+from ._main import positive_int
+
+__all__ = ["KINDS", "add_arguments", "run"]
+
+#: kind -> (needs --model, needs --target, what it draws)
+KINDS = {
+    "regions": (True, True, "decision regions of a saved classifier (2 features, or a kernel-PCA projection)"),
+    "embedding": (False, False, "2-D kernel-PCA embedding of the data, coloured by --target"),
+    "predicted": (True, True, "predictions of a saved regressor against the true --target"),
+    "learning-curve": (True, True, "training and cross-validated error against n, refitting the saved model"),
+    "approximation": (False, False, "Gram-matrix error of random Fourier features and Nystroem against m"),
+    "clusters": (False, False, "kernel k-means clusters (--clusters K) of the data"),
+}
+
+
+def add_arguments(p) -> None:
+    p.add_argument("kind", choices=sorted(KINDS), help="; ".join(f"{k}: {v[2]}" for k, v in KINDS.items()))
+    p.add_argument("--data", required=True, metavar="FILE", help="data: .csv, .tsv, .npy or .parquet")
+    p.add_argument("--target", metavar="COL", help="target / label column (a name or a 0-based index)")
+    p.add_argument("--model", metavar="MODEL",
+                   help="a file written by 'mercer fit' (regions, predicted, learning-curve)")
+    p.add_argument("--kernel", default="rbf", metavar="SPEC", help="kernel for embedding, approximation and "
+                   "clusters (default: %(default)s)")
+    p.add_argument("--clusters", type=positive_int, default=3, metavar="K", help="clusters (default: %(default)s)")
+    p.add_argument("--max-rows", type=positive_int, default=2000, metavar="N",
+                   help="random subsample drawn above this many rows (default: %(default)s)")
+    p.add_argument("--no-header", action="store_true", help="the CSV file has no header row")
+    p.add_argument("--out", required=True, metavar="FILE.png", help="image to write")
+
+
+def _subsample(X, y, max_rows: int):
+    n = len(X)
+    if n <= max_rows:
+        return X, y
+    idx = np.sort(np.random.default_rng(0).choice(n, max_rows, replace=False))
+    take = (lambda a: a.iloc[idx]) if hasattr(X, "iloc") else (lambda a: a[idx])
+    return take(X), (None if y is None else np.asarray(y)[idx])
+
+
+def _numeric(X, kind: str) -> np.ndarray:
+    frame = X.select_dtypes("number") if hasattr(X, "select_dtypes") else None
+    if frame is not None and frame.shape[1] < X.shape[1]:
+        raise CLIError(f"'mercer plot {kind}' draws numeric columns only; this file has text columns "
+                       f"({', '.join(map(str, X.columns.difference(frame.columns)[:5]))}).")
+    A = np.asarray(X, dtype=np.float64)
+    if np.isnan(A).any():
+        raise CLIError(f"'mercer plot {kind}' cannot draw rows with missing values; drop or fill them first.")
+    return A
+
+
+def _draw(args, X, y, model):
+    from .. import plotting
+
+    kernel = parse_kernel_spec(args.kernel)
+    if args.kind == "regions":
+        if not is_classifier(model):
+            raise CLIError("'mercer plot regions' needs a classifier model.")
+        return plotting.decision_regions(model, X, y)
+    if args.kind == "predicted":
+        return plotting.predicted_vs_true(model, X, y)
+    if args.kind == "learning-curve":
+        return plotting.learning_curve(clone(model), X, y, cv=5)
+    if args.kind == "embedding":
+        from ..models import KernelPCA
+
+        A = _numeric(X, args.kind)
+        return plotting.embedding(A, y, transformer=KernelPCA(n_components=2, kernel=kernel).fit(A))
+    if args.kind == "approximation":
+        A = _numeric(X, args.kind)
+        return plotting.approximation_error(A, kernel, [m for m in (10, 20, 50, 100, 200, 500) if m <= len(A)])
+    from ..models import KernelKMeans
+
+    A = _numeric(X, args.kind)
+    return plotting.clusters(KernelKMeans(n_clusters=args.clusters, kernel=kernel, random_state=0).fit(A), A)
+
+
+def _save_figure(fig, path: Path) -> None:
+    """Write to a temporary file next to ``path`` and rename it: no partial image on Ctrl-C."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=path.suffix or ".png", dir=path.parent)
+    os.close(fd)
+    try:
+        fig.savefig(tmp, dpi=100)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+def run(args, out, progress: bool) -> int:
+    from .. import plotting
+    from ._commands import _align_columns, _load_model, check_out_path
+
+    needs_model, needs_target, _ = KINDS[args.kind]
+    if needs_model and args.model is None:
+        raise CLIError(f"'mercer plot {args.kind}' needs --model (a file written by 'mercer fit').")
+    if needs_target and args.target is None:
+        raise CLIError(f"'mercer plot {args.kind}' needs --target (the column to compare with).")
+    out_path = check_out_path(args.out)
+    plt = plotting.require_matplotlib()
+    plt.switch_backend("Agg")  # files only: no window, no display needed
+    model = _load_model(args.model, None)[0] if args.model else None
+    table = read_table(args.data, args.target, header=not args.no_header, numeric_only=False)
+    X = table.X if model is None else _align_columns(model, table)
+    X, y = _subsample(X, table.y, args.max_rows)
+    ax = _draw(args, X, y, model)
+    _save_figure(ax.figure, out_path)
+    plt.close(ax.figure)
+    print(f"wrote {out_path} ({args.kind}, {len(X)} rows)", file=out)
+    return 0
