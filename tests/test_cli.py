@@ -140,15 +140,21 @@ def test_verbose_logs_with_timestamps(files, tmp_path, capsys):
     (["fit", "--data", "{root}/reg.csv", "--model", "ridge", "--out", "{tmp}/m"], "needs --target"),
     (["fit", "--data", "{root}/reg.csv", "--target", "target", "--model", "ridge", "--n-components", "2",
       "--out", "{tmp}/m"], "--n-components applies to kpca only"),
-    (["fit", "--data", "{root}/clf.parquet", "--target", "p0", "--model", "ridge", "--out", "{tmp}/m"],
-     "feature columns must be numeric; 'label'"),
+    (["fit", "--data", "{root}/clf.parquet", "--target", "p0", "--model", "ridge", "--preprocess", "none",
+      "--out", "{tmp}/m"], "feature columns must be numeric; 'label'"),
     (["fit", "--data", "{root}/clf.parquet", "--target", "label", "--model", "ridge", "--out", "{tmp}/m"],
      "is not numeric; use a classifier model"),
     (["fit", "--data", "{tmp}/data.json", "--target", "0", "--model", "ridge", "--out", "{tmp}/m"],
      "unknown data format '.json'"),
     (["fit", "--data", "{root}/reg.csv", "--target", "target", "--model", "ridge", "--device", "tpu9",
       "--out", "{tmp}/m"], "device"),
+    (["fit", "--data", "{root}/reg.csv", "--target", "target", "--model", "ridge", "--C", "2", "--out", "{tmp}/m"],
+     "--C applies to svc only, not ridge"),
+    (["fit", "--data", "{root}/reg.csv", "--target", "target", "--model", "svc", "--alpha", "2", "--out",
+      "{tmp}/m"], "--alpha applies to the ridge models, not svc"),
+    (["fit", "--data", "{root}", "--target", "target", "--model", "ridge", "--out", "{tmp}/m"], "is a directory"),
     (["predict", "--model", "{tmp}/missing.mercer", "--data", "{root}/reg.csv"], "model file not found"),
+    (["predict", "--model", "{tmp}", "--data", "{root}/reg.csv"], "is a directory"),
     (["predict", "--model", "{root}/reg.csv", "--data", "{root}/reg.csv"], "not a mercer model file"),
 ])
 def test_bad_inputs_exit_2_with_one_line(files, tmp_path, capsys, argv, message):
@@ -209,3 +215,138 @@ def test_demo_quick(capsys):
         if "identical test predictions" in line:
             same, total = line.split(":")[1].split()[0].split("/")
             assert same == total
+
+
+# -- preprocessing, evaluation, tuning ------------------------------------------------------------
+@pytest.fixture(scope="module")
+def messy(tmp_path_factory, diabetes):
+    """A regression table as found in the wild: an index column, text, missing values, raw scales."""
+    root = tmp_path_factory.mktemp("messy")
+    X, y = diabetes
+    rng = np.random.default_rng(1)
+    df = pd.DataFrame(X[:150] * [1, 1, 100, 1000, 1, 1, 1, 1, 1, 1] + [0, 0, 0, 5000, 0, 0, 0, 0, 0, 0],
+                      columns=[f"f{i}" for i in range(10)])
+    df.insert(0, "Unnamed: 0", np.arange(150))
+    df["city"] = rng.choice(["Oslo", "Lima", "Pune"], 150).astype(object)
+    df["name"] = [f"person {i}" for i in range(150)]
+    df.loc[rng.random(150) < 0.1, "f2"] = np.nan
+    df.loc[rng.random(150) < 0.1, "city"] = None
+    df["target"] = y[:150]
+    df.iloc[:120].to_csv(root / "train.csv", index=False)
+    df.iloc[120:].iloc[:, ::-1].to_csv(root / "test_reordered.csv", index=False)
+    df.iloc[120:].drop(columns=["f3"]).to_csv(root / "test_missing_col.csv", index=False)
+    return root
+
+
+def test_fit_preprocesses_and_reports_in_one_line(messy, tmp_path, capsys):
+    code, out, err = run(["fit", "--data", messy / "train.csv", "--target", "target", "--model", "ridge",
+                          "--out", tmp_path / "m"], capsys)
+    assert code == 0, err
+    line = next(x for x in out.splitlines() if x.startswith("preprocessing: "))
+    assert ("dropped index column 'Unnamed: 0'" in line and "'name'" in line and "10 numeric column(s) standardised"
+            in line and "1 categorical column(s) one-hot encoded" in line and "'f2' (" in line
+            and "'city' (" in line and "target centred and scaled" in line)
+    assert "held-out R^2:" in out and "baseline (mean)" in out
+    assert "training R^2:" in out and "(on the rows it was fit on: optimistic)" in out
+    model = load(tmp_path / "m")
+    steps = [type(s).__name__ for _, s in model.steps]
+    assert steps == ["ColumnTransformer", "TransformedTargetRegressor"]
+    assert list(model.feature_names_in_) == [f"f{i}" for i in range(10)] + ["city"]
+
+
+def test_predict_matches_columns_by_name(messy, tmp_path, capsys):
+    assert run(["fit", "--data", messy / "train.csv", "--target", "target", "--model", "ridge", "--holdout", "0",
+                "--out", tmp_path / "m"], capsys)[0] == 0
+    code, out, err = run(["predict", "--model", tmp_path / "m", "--data", messy / "test_reordered.csv", "--target",
+                          "target", "--out", tmp_path / "p.csv"], capsys)
+    assert code == 0, err
+    frame = pd.read_csv(messy / "train.csv").iloc[:0]  # the training column order
+    test = pd.read_csv(messy / "test_reordered.csv")[list(frame.columns)].drop(columns=["target", "Unnamed: 0", "name"])
+    test["city"] = test["city"].astype(object).where(test["city"].notna(), np.nan)
+    np.testing.assert_allclose(pd.read_csv(tmp_path / "p.csv")["prediction"], load(tmp_path / "m").predict(test),
+                               rtol=1e-12)
+    code, out, err = run(["predict", "--model", tmp_path / "m", "--data", messy / "test_missing_col.csv"], capsys)
+    assert code == 2 and "lacks: 'f3'" in err
+
+
+def test_preprocessing_options(messy, tmp_path, capsys):
+    code, out, err = run(["fit", "--data", messy / "train.csv", "--target", "target", "--model", "ridge",
+                          "--drop", "city", "f0", "--categorical", "name", "--out", tmp_path / "m"], capsys)
+    assert code == 0, err
+    assert "dropped 'city', 'f0' (--drop)" in out and "1 categorical column(s)" in out  # 'name', kept
+    code, out, err = run(["fit", "--data", messy / "train.csv", "--target", "target", "--model", "ridge",
+                          "--missing", "refuse", "--out", tmp_path / "m"], capsys)
+    assert code == 2 and "missing values in 'f2' (" in err and "'city' (" in err
+    code, out, err = run(["fit", "--data", messy / "train.csv", "--target", "target", "--model", "ridge",
+                          "--drop", "nope", "--out", tmp_path / "m"], capsys)
+    assert code == 2 and "--drop: unknown column(s) 'nope'" in err
+    code, out, err = run(["fit", "--data", messy / "train.csv", "--target", "target", "--model", "ridge",
+                          "--preprocess", "none", "--drop", "city", "--out", tmp_path / "m"], capsys)
+    assert code == 2 and "need --preprocess auto" in err
+
+
+@pytest.mark.parametrize("name, index", [("rownames", np.arange(1, 31)), ("id", np.arange(30)),
+                                         ("Unnamed: 0", np.arange(30) * 3)])
+def test_index_columns_detected(name, index):
+    from mercer.cli._prep import plan_columns
+
+    frame = pd.DataFrame({name: index, "x": np.arange(30) * 0.5, "count": np.arange(30)})
+    plan = plan_columns(frame)
+    assert plan.index == [name] and plan.numeric == ["x", "count"]  # "count" is 0..n-1 but not named like an index
+
+
+def test_npy_model_refuses_named_csv(files, tmp_path, capsys):
+    assert run(["fit", "--data", files / "arr.npy", "--target", "-1", "--model", "ridge-classifier",
+                "--out", tmp_path / "m"], capsys)[0] == 0
+    code, _, err = run(["predict", "--model", tmp_path / "m", "--data", files / "reg.csv"], capsys)
+    assert code == 2 and "cannot be matched by name" in err
+
+
+def test_evaluate_table_with_baseline(messy, capsys):
+    code, out, err = run(["evaluate", "--data", messy / "train.csv", "--target", "target", "--model", "ridge",
+                          "--cv", "3"], capsys)
+    assert code == 0, err
+    assert "3-fold cross-validation (seed 0)" in out and "baseline (mean)" in out
+    rows = {line.split()[0]: line.split() for line in out.splitlines() if line.startswith("  ")}
+    assert set(rows) >= {"metric", "R^2", "RMSE", "MAE"}
+    assert float(rows["R^2"][1]) > float(rows["R^2"][4]) and rows["R^2"][2] == "±"
+    code, out, err = run(["evaluate", "--data", messy / "train.csv", "--target", "target", "--model", "kpca"],
+                         capsys)
+    assert code == 2 and "kpca has none" in err
+
+
+def test_evaluate_holdout_classifier(files, capsys):
+    code, out, err = run(["evaluate", "--data", files / "clf.parquet", "--target", "label", "--model",
+                          "ridge-classifier", "--holdout", "0.3"], capsys)
+    assert code == 0, err
+    assert "one held-out split of 30%" in out and "baseline (majority class)" in out and "balanced accuracy" in out
+
+
+@pytest.mark.slow
+def test_tune_regression_loo(messy, tmp_path, capsys):
+    code, out, err = run(["tune", "--data", messy / "train.csv", "--target", "target", "--out", tmp_path / "t"],
+                         capsys)
+    assert code == 0, err
+    assert "closed-form leave-one-out (KernelRidgeCV) on 120 rows" in out and "saved:" in out
+    assert type(load(tmp_path / "t").steps[-1][1].regressor_).__name__ == "KernelRidgeCV"
+
+
+@pytest.mark.slow
+def test_tune_classifier_halving(files, capsys):
+    code, out, err = run(["tune", "--data", files / "clf.parquet", "--target", "label", "--model",
+                          "ridge-classifier", "--cv", "3"], capsys)
+    assert code == 0, err
+    assert "successive halving over 30 candidates" in out and "best 3-fold score" in out
+
+
+def test_tune_grid_and_refusals(messy, capsys):
+    from types import SimpleNamespace
+
+    from mercer.cli._tune import _grid
+
+    grid = _grid(SimpleNamespace(model="svc"), None, 20)
+    assert [k.gamma for k in grid["model__kernel"]][3] == pytest.approx(1 / 20) and grid["model__C"][0] == 0.1
+    assert set(_grid(SimpleNamespace(model="ridge"), None, 4)) == {"model__regressor__kernel",
+                                                                   "model__regressor__alpha"}
+    code, _, err = run(["tune", "--data", messy / "train.csv", "--target", "target", "--model", "kpca"], capsys)
+    assert code == 2 and "not kpca" in err

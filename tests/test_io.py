@@ -291,21 +291,22 @@ def saved(saved_bytes, tmp_path):
 
 @pytest.mark.parametrize("edit, match", [
     (lambda m: m.update({"class": "os.system"}), "refusing to load unknown estimator class"),
-    (lambda m: m.update({"class": "Pipeline"}), "refusing to load unknown estimator class"),
-    (lambda m: m["state"]["_binarizer"].update({"__sklearn__": "Pipeline"}), "unknown helper class"),
+    (lambda m: m.update({"class": "RandomForestClassifier"}), "refusing to load unknown estimator class"),
+    (lambda m: m["state"]["_binarizer"].update({"__sklearn__": "RandomForestClassifier"}), "is not allowed"),
     (lambda m: m["state"].update({"kernel_": {"__kernel__": {"type": "Popen", "params": {}}}}), "unknown kernel type"),
     (lambda m: m["state"].update({"X_fit_": {"__tensor__": "arr_99.npy"}}), "missing array"),
     (lambda m: m["params"].update({"evil": 1}), "not parameters of"),
     (lambda m: m.update({"format_version": 99}), "newer"),
     (lambda m: m.update({"format": "pickle"}), "not a mercer model"),
     (lambda m: m["state"].update({"_sneaky": 1}), "does not save the attribute '_sneaky'"),
-    (lambda m: m["state"].update({"_budget": 1}), "does not save the attribute '_budget'"),
+    (lambda m: m["state"].update({"_budget": 1}), "attribute '_budget'"),  # derived: never stored
     (lambda m: m["state"].update({"fitted": 1}), "does not save the attribute 'fitted'"),
     (lambda m: m["state"].update({"predict": 1}), "bad state attribute 'predict'"),
     (lambda m: m["state"].update({"__class__": 1}), "bad state attribute"),
     (lambda m: m["state"].update({"alpha": 5.0}), "bad state attribute 'alpha'"),
     (lambda m: m["state"]["_binarizer"]["state"]["__dict__"].append(["fit", 0]), "bad state attribute 'fit'"),
-    (lambda m: m["state"].update({"nested_": {"__estimator__": "Pipeline", "params": {}, "state": {}}}),
+    (lambda m: m["state"].update({"nested_": {"__estimator__": "RandomForestClassifier", "params": {},
+                                              "state": {}}}),
      "unknown or malformed estimator"),
     (lambda m: m["state"].update({"nested_": {"__estimator__": "KernelRidge", "params": {}, "state": {},
                                               "extra": 1}}), "unknown or malformed estimator"),
@@ -516,3 +517,141 @@ def load_digits_new():
     from sklearn.datasets import load_digits
 
     return load_digits(return_X_y=True)[0][150:160] / 16.0
+
+
+# -- scikit-learn pipelines: preprocessing + mercer model, saved without pickle ------------------------
+def _messy_frame(n=90, seed=0):
+    rng = np.random.default_rng(seed)
+    df = pd.DataFrame({"a": rng.normal(size=n), "b": rng.normal(size=n) * 10 + 3,
+                       "colour": rng.choice(["red", "green", "blue"], n).astype(object),
+                       "size": rng.choice(["S", "M", "L"], n).astype(object)})
+    df.loc[rng.random(n) < 0.1, "a"] = np.nan
+    df.loc[rng.random(n) < 0.1, "colour"] = np.nan
+    y = df["b"].fillna(0) * 0.3 + (df["colour"] == "red") * 2.0 + rng.normal(size=n) * 0.1
+    return df, y.to_numpy()
+
+
+def _table_pipeline(model, target_scaler: bool = False):
+    from sklearn.compose import ColumnTransformer, TransformedTargetRegressor
+    from sklearn.impute import SimpleImputer
+    from sklearn.pipeline import Pipeline, make_pipeline
+    from sklearn.preprocessing import OneHotEncoder, StandardScaler
+
+    prep = ColumnTransformer([
+        ("num", make_pipeline(SimpleImputer(strategy="median"), StandardScaler()), ["a", "b"]),
+        ("cat", make_pipeline(SimpleImputer(strategy="most_frequent"),
+                              OneHotEncoder(handle_unknown="ignore", sparse_output=False)), ["colour", "size"]),
+    ])
+    if target_scaler:
+        model = TransformedTargetRegressor(regressor=model, transformer=StandardScaler())
+    return Pipeline([("prep", prep), ("model", model)])
+
+
+@pytest.mark.parametrize("make", [
+    lambda: _table_pipeline(KernelRidge(kernel="rbf", alpha=0.1), target_scaler=True),
+    lambda: _table_pipeline(NystroemKernelRidge(n_centers=30, random_state=0)),
+    lambda: _table_pipeline(KernelSVC(C=2.0)),
+], ids=["ridge-ttr", "nystroem", "svc"])
+def test_pipeline_roundtrip_predicts_identically(make, tmp_path):
+    df, y = _messy_frame()
+    pipe = make()
+    target = (y > np.median(y)).astype(int) if "SVC" in repr(pipe) else y
+    pipe.fit(df.iloc[:60], target[:60])
+    save(pipe, tmp_path / "p.mercer")
+    got = load(tmp_path / "p.mercer")
+    assert type(got) is type(pipe) and repr(got) == repr(pipe)
+    np.testing.assert_array_equal(got.predict(df.iloc[60:]), pipe.predict(df.iloc[60:]))
+    np.testing.assert_array_equal(got.predict(df.iloc[60:, ::-1]), pipe.predict(df.iloc[60:]))  # by name
+
+
+def _transformers():
+    from sklearn.decomposition import PCA
+    from sklearn.feature_selection import VarianceThreshold
+    from sklearn.impute import SimpleImputer
+    from sklearn.pipeline import FeatureUnion
+    from sklearn.preprocessing import (FunctionTransformer, KBinsDiscretizer, MaxAbsScaler, MinMaxScaler, Normalizer,
+                                       PolynomialFeatures, PowerTransformer, QuantileTransformer, RobustScaler,
+                                       StandardScaler)
+
+    return [StandardScaler(), MinMaxScaler(), MaxAbsScaler(), RobustScaler(), Normalizer(), PolynomialFeatures(2),
+            QuantileTransformer(n_quantiles=40), PowerTransformer(),
+            KBinsDiscretizer(n_bins=3, encode="onehot-dense", strategy="uniform"),
+            VarianceThreshold(0.01), PCA(n_components=5, random_state=0), FunctionTransformer(),
+            SimpleImputer(add_indicator=True), FeatureUnion([("pca", PCA(3)), ("scale", StandardScaler())])]
+
+
+@pytest.mark.parametrize("step", _transformers(), ids=lambda s: type(s).__name__)
+def test_allowed_transformers_roundtrip(step, data, tmp_path):
+    from sklearn.pipeline import make_pipeline
+
+    X, y, X_new = data
+    cols = np.sort(np.argsort(X.var(axis=0))[-12:])  # 12 pixels that vary (no constant column)
+    X, X_new = X[:, cols].copy(), X_new[:, cols]
+    X[::7, 3] = np.nan if "Imputer" in type(step).__name__ else X[::7, 3]
+    pipe = make_pipeline(step, KernelRidgeClassifier(kernel="rbf", gamma=0.05)).fit(X, y)
+    save(pipe, tmp_path / "p.mercer")
+    np.testing.assert_array_equal(load(tmp_path / "p.mercer").decision_function(X_new), pipe.decision_function(X_new))
+
+
+def test_ordinal_encoder_and_column_transformer_alone(tmp_path):
+    from sklearn.compose import ColumnTransformer
+    from sklearn.preprocessing import OrdinalEncoder
+
+    df, _ = _messy_frame()
+    ct = ColumnTransformer([("ord", OrdinalEncoder(handle_unknown="use_encoded_value", unknown_value=-1),
+                             ["size"])], remainder="passthrough").fit(df[["size", "b"]])
+    save(ct, tmp_path / "c.mercer")
+    np.testing.assert_array_equal(load(tmp_path / "c.mercer").transform(df[["size", "b"]]), ct.transform(df[["size", "b"]]))
+
+
+@pytest.fixture()
+def pipeline_file(tmp_path):
+    df, y = _messy_frame()
+    path = tmp_path / "p.mercer"
+    save(_table_pipeline(KernelRidge(kernel="rbf"), target_scaler=True).fit(df, y), path)
+    return path
+
+
+def _replace_in_manifest(path, old: str, new: str) -> None:
+    """Replace the first ``old`` by ``new`` in the manifest's compact JSON text."""
+    with zipfile.ZipFile(path) as zf:
+        entries = {n: zf.read(n) for n in zf.namelist()}
+    text = json.dumps(json.loads(entries["manifest.json"]))
+    assert old in text
+    entries["manifest.json"] = text.replace(old, new, 1).encode()
+    with zipfile.ZipFile(path, "w") as zf:
+        for n, b in entries.items():
+            zf.writestr(n, b)
+
+
+@pytest.mark.parametrize("old, new, match", [
+    ('"__sklearn__": "StandardScaler"', '"__sklearn__": "RandomForestClassifier"', "is not allowed"),
+    ('"__sklearn__": "OneHotEncoder"', '"__sklearn__": "os.system"', "is not allowed"),
+    ('"class": "Pipeline"', '"class": "GridSearchCV"', "refusing to load unknown estimator class"),
+    ('"__estimator__": "KernelRidge"', '"__estimator__": "Ridge"', "unknown or malformed estimator"),
+    ('["memory", null]', '["memory", "/tmp/cache"]', "'memory' must be None"),
+    ('["func", null]', '["func", "os.system"]', "'func' must be None"),
+])
+def test_tampered_pipeline_refused(pipeline_file, old, new, match):
+    _replace_in_manifest(pipeline_file, old, new)
+    with pytest.raises(ValueError, match=match):
+        load(pipeline_file)
+
+
+def test_save_refuses_pipelines_with_foreign_steps_or_code(data, tmp_path):
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import FunctionTransformer, StandardScaler
+
+    X, y, _ = data
+    with pytest.raises(TypeError, match="sklearn.linear_model._ridge.Ridge are not supported"):
+        save(make_pipeline(StandardScaler(), Ridge()).fit(X, y), tmp_path / "m")
+    with pytest.raises(TypeError, match="'func' must be None"):
+        save(make_pipeline(FunctionTransformer(np.log1p), KernelRidge()).fit(X, y), tmp_path / "m")
+    with pytest.raises(NotFittedError):
+        save(make_pipeline(StandardScaler(), KernelRidge()), tmp_path / "m")
+
+
+def test_pipeline_from_another_sklearn_version_warns(pipeline_file):
+    _rewrite_manifest(pipeline_file, lambda m: m.update({"sklearn_version": "0.24.2"}))
+    with pytest.warns(UserWarning, match="saved with scikit-learn 0.24.2"):
+        load(pipeline_file)

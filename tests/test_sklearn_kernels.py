@@ -284,3 +284,26 @@ def test_gp_learns_hyperparameters_of_an_sklearn_kernel(data):
         ref.log_marginal_likelihood(ref.kernel_.theta), rel=1e-10)
     np.testing.assert_allclose(gp.predict(Xt), ref.predict(Xt), rtol=1e-4, atol=1e-6)
     assert gp.kernel is kernel and kernel.k1.k2.length_scale == 1.0  # the given object is not modified
+
+
+def test_estimators_with_sklearn_kernels_save_and_load(tmp_path, data):
+    """mercer.io keeps a scikit-learn kernel parameter (allow-listed, no pickle), and a GP fitted in
+    scikit-learn's mode loads with its scikit-learn kernel_ and predicts bit for bit."""
+    from mercer.io import load, save
+
+    X, Xt = data
+    y = np.sin(2 * X).sum(1)
+    kernel = sk.ConstantKernel(1.0) * sk.RBF([1.0] * X.shape[1]) + sk.WhiteKernel(0.1)
+    for est in (GaussianProcessRegressor(kernel, alpha=np.full(len(X), 1e-3)).fit(X, y),
+                KernelRidge(alpha=0.1, kernel=sk.Matern(0.7, nu=1.5)).fit(X, y)):
+        save(est, tmp_path / "m.mercer")
+        back = load(tmp_path / "m.mercer")
+        assert repr(back.get_params()["kernel"]) == repr(est.get_params()["kernel"])
+        np.testing.assert_array_equal(back.predict(Xt), est.predict(Xt))
+    assert type(back.kernel) is sk.Matern
+    gp = GaussianProcessRegressor(kernel, alpha=np.full(len(X), 1e-3)).fit(X, y)
+    save(gp, tmp_path / "gp.mercer")
+    load_gp = load(tmp_path / "gp.mercer")
+    assert type(load_gp.kernel_) is type(gp.kernel_)
+    np.testing.assert_array_equal(load_gp.kernel_.theta, gp.kernel_.theta)
+    assert load_gp.log_marginal_likelihood(gp.theta_) == gp.log_marginal_likelihood(gp.theta_)

@@ -26,6 +26,10 @@ class Config:
     memory_budget : int or None
         Bytes that one blocked kernel computation may hold at once. ``None`` derives it from the
         memory available on the target device (see :func:`mercer.linalg.default_memory_budget`).
+        An estimator resolves its budget at each call (``fit``, ``predict``, ``transform``): its own
+        ``memory_budget``, else this option in the caller's context, else the free memory then, so
+        ``with config_context(memory_budget=...)`` applies to the calls made inside it, and a
+        loaded model uses the loading machine's memory.
     memory_fraction : float
         Fraction of the available memory used when ``memory_budget`` is ``None``.
     device : str or None

@@ -14,9 +14,10 @@ What an estimator saves is declared by its class, next to its code, not by this 
 * a private attribute is saved only when the class declares it part of the model, in a class
   attribute ``_saved_private = ("_foo", ...)``; declarations add up along the class's bases (the
   kernel-estimator mixin declares the compute device and dtype);
-* nothing else is stored. State that depends on the machine (the memory budget) or that is a pure
-  function of the rest (explicit feature maps, a GP's learnable kernel) is rebuilt after loading
-  by the estimator's ``_after_load()`` method.
+* nothing else is stored. The memory budget depends on the machine and is resolved at each call
+  (so a loaded model uses the loading machine's memory, never the fitting machine's); state that
+  is a pure function of the rest (explicit feature maps, a GP's learnable kernel) is rebuilt after
+  loading by the estimator's ``_after_load()`` method.
 
 So renaming an undeclared private attribute does not change the file format, and this module
 knows no estimator's internals. Estimators nested in the state (a cross-validated model's
@@ -24,8 +25,17 @@ knows no estimator's internals. Estimators nested in the state (a cross-validate
 "state"}`` by the same rules. Kernels are stored as ``{"type": "RBF", "params": {"gamma": 0.1}}``,
 recursively for ``Sum``, ``Product`` and ``Scaled``; only mercer's own kernel classes are accepted.
 
+scikit-learn's containers and standard preprocessing transformers (an allow-list: ``Pipeline``,
+``ColumnTransformer``, ``TransformedTargetRegressor``, ``FeatureUnion``, ``StandardScaler``,
+``OneHotEncoder``, ``SimpleImputer``, ... see :func:`loadable_sklearn_classes`) are stored as
+``{"__sklearn__": name, "params", "state"}``: their ``get_params(deep=False)`` (a pipeline's steps,
+fitted or not, are nested values) and their other attributes. So a whole "preprocessing + mercer
+model" pipeline saves and loads without pickle. Parameters that hold code or touch files
+(``func``, ``inverse_func``, ``memory``) must be None.
+
 Loading never executes code from the file: the class name is looked up among mercer's public
-estimator classes (``mercer.models.__all__`` and ``mercer.approx.__all__``), every state attribute
+estimator classes (``mercer.models.__all__`` and ``mercer.approx.__all__``) or the scikit-learn
+allow-list, every state attribute
 must be a plain data name the class saves by the rules above (an undeclared one is refused), and
 every value is rebuilt by a known constructor.
 
@@ -43,12 +53,14 @@ from __future__ import annotations
 
 import functools
 import importlib
+import inspect
 import json
 import math
 import numbers
 import re
 import warnings
 import zipfile
+import zlib
 
 import numpy as np
 import sklearn
@@ -60,7 +72,8 @@ from . import __version__, approx, kernels, models
 from ._backend import resolve_device
 from ._config import get_config
 
-__all__ = ["FORMAT_VERSION", "kernel_from_dict", "kernel_to_dict", "load", "save", "loadable_estimators"]
+__all__ = ["FORMAT_VERSION", "kernel_from_dict", "kernel_to_dict", "load", "save", "loadable_estimators",
+           "loadable_sklearn_classes"]
 
 FORMAT = "mercer.model"
 #: 2: the state holds the public fitted attributes and the private ones each class declares
@@ -68,15 +81,47 @@ FORMAT = "mercer.model"
 FORMAT_VERSION = 2
 _MANIFEST = "manifest.json"
 
-#: scikit-learn helpers that appear inside fitted state (stored as params + fitted attributes).
-_HELPERS = {"LabelBinarizer": ("sklearn.preprocessing", "LabelBinarizer"), "LinearSVC": ("sklearn.svm", "LinearSVC")}
+#: scikit-learn classes that may be saved and loaded (as their parameters + fitted attributes): the
+#: helpers that appear inside mercer's fitted state, the containers that assemble models (Pipeline,
+#: ColumnTransformer, TransformedTargetRegressor, FeatureUnion) and the standard preprocessing
+#: transformers. Only these names are ever instantiated from a file; their values are plain data.
+_SKLEARN = {
+    "LabelBinarizer": "sklearn.preprocessing", "LinearSVC": "sklearn.svm",
+    "Pipeline": "sklearn.pipeline", "FeatureUnion": "sklearn.pipeline",
+    "ColumnTransformer": "sklearn.compose", "TransformedTargetRegressor": "sklearn.compose",
+    "StandardScaler": "sklearn.preprocessing", "MinMaxScaler": "sklearn.preprocessing",
+    "MaxAbsScaler": "sklearn.preprocessing", "RobustScaler": "sklearn.preprocessing",
+    "Normalizer": "sklearn.preprocessing", "OneHotEncoder": "sklearn.preprocessing",
+    "OrdinalEncoder": "sklearn.preprocessing", "LabelEncoder": "sklearn.preprocessing",
+    "PolynomialFeatures": "sklearn.preprocessing", "QuantileTransformer": "sklearn.preprocessing",
+    "PowerTransformer": "sklearn.preprocessing", "KBinsDiscretizer": "sklearn.preprocessing",
+    "FunctionTransformer": "sklearn.preprocessing",
+    "SimpleImputer": "sklearn.impute", "MissingIndicator": "sklearn.impute",
+    "VarianceThreshold": "sklearn.feature_selection", "PCA": "sklearn.decomposition",
+    # scikit-learn's GP kernels: the parameter of an estimator given one, and the fitted kernel_ of
+    # a GaussianProcessRegressor in scikit-learn's mode (plain numbers, bounds and nested kernels)
+    **dict.fromkeys(["RBF", "Matern", "RationalQuadratic", "ExpSineSquared", "DotProduct", "ConstantKernel",
+                     "WhiteKernel", "Sum", "Product", "Exponentiation"], "sklearn.gaussian_process.kernels"),
+}
+_HELPERS = _SKLEARN  # the name of this table before pipelines were saved
+
+#: parameters that would make a loaded scikit-learn object run code or touch files on its own
+#: (a function, a cache folder): they must be None in a model file.
+_MUST_BE_NONE = {"func", "inverse_func", "memory"}
 
 
 def _helper_class(name: str):
-    """A whitelisted scikit-learn helper class by name (imported on use: ``sklearn.svm`` costs
-    ~40 ms at start-up, and only models fitted with an approximation hold one)."""
-    module, attr = _HELPERS[name]
-    return getattr(importlib.import_module(module), attr)
+    """An allow-listed scikit-learn class by name (imported on use: ``sklearn.svm`` costs ~40 ms
+    at start-up, and only some models hold one)."""
+    return getattr(importlib.import_module(_SKLEARN[name]), name)
+
+
+def _sklearn_name(v) -> str | None:
+    """The allow-list name of a scikit-learn object of exactly an allowed class, else None."""
+    name = type(v).__name__
+    if name not in _SKLEARN or not type(v).__module__.startswith(_SKLEARN[name]):
+        return None
+    return name if _helper_class(name) is type(v) else None
 
 
 # -- which classes, which attributes ------------------------------------------------------------
@@ -94,8 +139,16 @@ def _estimator_classes() -> dict:
 
 
 def loadable_estimators() -> list[str]:
-    """Names of the estimator classes that :func:`save` and :func:`load` accept."""
+    """Names of mercer's estimator classes that :func:`save` and :func:`load` accept (see also
+    :func:`loadable_sklearn_classes`)."""
     return sorted(_estimator_classes())
+
+
+def loadable_sklearn_classes() -> list[str]:
+    """Names of the scikit-learn classes that :func:`save` and :func:`load` accept: containers
+    (``Pipeline``, ``ColumnTransformer``, ``TransformedTargetRegressor``, ``FeatureUnion``) whose
+    steps are in turn loadable, and standard preprocessing transformers."""
+    return sorted(_SKLEARN)
 
 
 def _declared_private(cls) -> frozenset:
@@ -227,6 +280,37 @@ def _dense_layout(shape, strides) -> bool:
     return True
 
 
+_PY_TYPES = {"float": float, "int": int, "bool": bool, "str": str, "object": object}
+_DTYPE = re.compile(r"[<>|=]?[a-zA-Z][0-9]*(\[[a-z]+\])?")
+
+
+def _dtype_text(dt: np.dtype, where: str) -> str:
+    """A plain (unstructured) numpy dtype as text, e.g. ``'<f8'``, ``'|O'``, ``'<U5'``."""
+    if dt.fields is not None or dt.subdtype is not None or not _DTYPE.fullmatch(dt.str):
+        raise TypeError(f"cannot save {where}: structured numpy dtype {dt} is not supported.")
+    return dt.str
+
+
+def _dtype_from_text(text) -> np.dtype:
+    if not isinstance(text, str) or not _DTYPE.fullmatch(text):
+        raise ValueError(f"bad numpy dtype {str(text)[:40]!r} in model file.")
+    return np.dtype(text)
+
+
+def _encode_sklearn(enc, obj, where: str) -> dict:
+    """``{"params", "state"}`` of an allow-listed scikit-learn object: its ``get_params(deep=False)``
+    (nested estimators, fitted or not, go through the same encoder) and every other attribute."""
+    params = obj.get_params(deep=False)
+    name = type(obj).__name__
+    for k in _MUST_BE_NONE & set(params):
+        if params[k] is not None:
+            raise TypeError(f"cannot save {where}: {name}'s {k!r} must be None to be saved without pickle "
+                            f"(got {type(params[k]).__name__}).")
+    state = {k: x for k, x in vars(obj).items() if k not in params}
+    # as encoded dicts ({"__dict__": [[key, value], ...]}), as the helpers were stored from format 2 on
+    return {"params": enc(params, name), "state": enc(state, name)}
+
+
 class _Encoder:
     """Turns a value into JSON, moving arrays and tensors to ``self.arrays``."""
 
@@ -266,7 +350,10 @@ class _Encoder:
         if isinstance(v, np.ndarray):
             if v.dtype.hasobject:
                 return {"__objects__": [self(x, where) for x in v.ravel().tolist()], "shape": list(v.shape)}
-            return {"__ndarray__": self._store(np.ascontiguousarray(v))}
+            # C or Fortran order kept (.npy records it): BLAS rounds differently on either layout, and
+            # a loaded model must predict bit for bit as the saved one (scikit-learn's PCA components)
+            return {"__ndarray__": self._store(v if v.flags.c_contiguous or v.flags.f_contiguous
+                                               else np.ascontiguousarray(v))}
         if isinstance(v, torch.device):
             return {"__device__": str(v)}
         if isinstance(v, torch.dtype):
@@ -279,14 +366,17 @@ class _Encoder:
             return [self(x, where) for x in v]
         if isinstance(v, dict):
             return {"__dict__": [[self(k, where), self(x, f"{where}[{k!r}]")] for k, x in v.items()]}
+        if isinstance(v, slice):
+            return {"__slice__": [self(v.start, where), self(v.stop, where), self(v.step, where)]}
+        if isinstance(v, np.dtype):
+            return {"__npdtype__": _dtype_text(v, where)}
+        if isinstance(v, type) and (issubclass(v, np.generic) or v in _PY_TYPES.values()):
+            return {"__type__": v.__name__ if v in _PY_TYPES.values() else _dtype_text(np.dtype(v), where)}
         nested = _estimator_name(v)
         if nested is not None:
             return {"__estimator__": nested, **_encode_estimator(self, v, nested)}
-        if type(v).__name__ in _HELPERS and type(v).__module__.startswith(_HELPERS[type(v).__name__][0]) \
-                and _helper_class(type(v).__name__) is type(v):
-            state = {k: x for k, x in vars(v).items() if k not in v.get_params(deep=False)}
-            return {"__sklearn__": type(v).__name__, "params": self(v.get_params(deep=False), where),
-                    "state": self(state, where)}
+        if _sklearn_name(v) is not None:
+            return {"__sklearn__": _sklearn_name(v), **_encode_sklearn(self, v, where)}
         raise TypeError(f"cannot save {where}: values of type {type(v).__module__}.{type(v).__name__} are not supported.")
 
 
@@ -326,14 +416,10 @@ class _Decoder:
 
     def _helper(self, v: dict):
         name = v["__sklearn__"]
-        if name not in _HELPERS:
-            raise ValueError(f"model file holds an unknown helper class {name!r}; refusing to load it.")
-        cls = _helper_class(name)
-        obj = cls(**self(v["params"]))
-        for k, x in self(v["state"]).items():
-            _check_attr(cls, k, obj.get_params(deep=False), "model file")
-            setattr(obj, k, x)
-        return obj
+        if not isinstance(name, str) or name not in _SKLEARN or set(v) != {"__sklearn__", "params", "state"}:
+            raise ValueError(f"model file holds a scikit-learn class {str(name)[:40]!r} that is not allowed "
+                             f"(allowed: {sorted(_SKLEARN)}); refusing to load it.")
+        return _decode_sklearn(self, name, v, "model file")
 
     def __call__(self, v):
         if v is None or isinstance(v, (bool, str, int, float)):
@@ -352,6 +438,16 @@ class _Decoder:
             out = np.empty(len(v["__objects__"]), dtype=object)
             out[:] = [self(x) for x in v["__objects__"]]
             return out.reshape(v["shape"])
+        if "__slice__" in v:
+            parts = self(v["__slice__"])
+            if not isinstance(parts, list) or len(parts) != 3 or not all(p is None or type(p) is int for p in parts):
+                raise ValueError(f"bad slice {str(parts)[:40]} in model file.")
+            return slice(*parts)
+        if "__npdtype__" in v:
+            return _dtype_from_text(v["__npdtype__"])
+        if "__type__" in v:
+            text = v["__type__"]
+            return _PY_TYPES[text] if text in _PY_TYPES else _dtype_from_text(text).type
         if "__device__" in v:  # state computes where the model is loaded
             return self.device
         if "__dtype__" in v:
@@ -380,7 +476,8 @@ def _class_name(estimator) -> str:
     name = _estimator_name(estimator)
     if name is None:
         raise TypeError(
-            f"mercer.io.save supports {loadable_estimators()}; got {type(estimator).__module__}.{type(estimator).__name__}."
+            f"mercer.io.save supports {loadable_estimators()} and scikit-learn's {loadable_sklearn_classes()}; "
+            f"got {type(estimator).__module__}.{type(estimator).__name__}."
         )
     return name
 
@@ -451,9 +548,32 @@ def _decode_estimator(dec: _Decoder, name: str, payload: dict, path) -> object:
     for k, v in _saved_state(cls, name, payload, known, path, dec.version).items():
         setattr(est, k, dec(v))
     after_load = getattr(est, "_after_load", None)
-    if after_load is not None:
-        after_load()  # the state that is not stored: memory budget, feature maps, ...
+    if after_load is not None and payload["state"]:  # an unfitted estimator (a pipeline's template) has none
+        after_load()  # the state that is not stored: feature maps, ...
     return est
+
+
+def _decode_sklearn(dec: _Decoder, name: str, payload: dict, path) -> object:
+    """An allow-listed scikit-learn object: constructed from its decoded parameters (data and
+    nested allowed estimators only), then its fitted attributes set by name."""
+    cls = _helper_class(name)
+    params, state = dec(payload.get("params")), dec(payload.get("state"))
+    if not isinstance(params, dict) or not isinstance(state, dict):
+        raise ValueError(f"{path}: malformed model file (params and state of {name} must be dicts).")
+    if hasattr(cls, "_get_param_names"):
+        known = set(cls._get_param_names())
+    else:  # scikit-learn's GP kernels: their __init__ arguments
+        known = {p for p in inspect.signature(cls.__init__).parameters if p != "self"}
+    if set(params) - known:
+        raise ValueError(f"{path}: parameters {sorted(set(params) - known)} are not parameters of {name}.")
+    for k in _MUST_BE_NONE & set(params):
+        if params[k] is not None:
+            raise ValueError(f"{path}: {name}'s {k!r} must be None in a model file; refusing to load it.")
+    obj = cls(**params)
+    for k, v in state.items():
+        _check_attr(cls, k, known, path)
+        setattr(obj, k, v)
+    return obj
 
 
 # -- save / load --------------------------------------------------------------------------------
@@ -462,15 +582,25 @@ def save(estimator, path, *, compress: bool = False) -> None:
 
     Parameters
     ----------
-    estimator : a fitted estimator of one of the classes in :func:`loadable_estimators`
+    estimator : a fitted estimator
+        One of the classes in :func:`loadable_estimators`, or a scikit-learn ``Pipeline``,
+        ``ColumnTransformer``, ``TransformedTargetRegressor``, ``FeatureUnion`` or transformer of
+        :func:`loadable_sklearn_classes` whose steps are in turn loadable.
     path : str, path or writable binary file
     compress : bool, default=False
         Deflate the arrays (smaller file, slower save and load).
+
+    Raises
+    ------
+    TypeError
+        For a class outside both lists (anywhere in a pipeline), or a parameter holding code
+        (``FunctionTransformer(func=...)``, a pipeline's ``memory``).
     """
-    name = _class_name(estimator)
+    name = _sklearn_name(estimator) or _class_name(estimator)
     check_is_fitted(estimator)
     enc = _Encoder()
-    body = _encode_estimator(enc, estimator, name)
+    body = (_encode_sklearn(enc, estimator, name) if name in _SKLEARN and _estimator_name(estimator) is None
+            else _encode_estimator(enc, estimator, name))
     manifest = {
         "format": FORMAT, "format_version": FORMAT_VERSION,
         "mercer_version": __version__, "sklearn_version": sklearn.__version__,
@@ -495,9 +625,9 @@ def _check_manifest(manifest, path) -> None:
     if version < 1:
         raise ValueError(f"{path}: unknown model format version {version!r}.")
     name = manifest.get("class")
-    if name not in _estimator_classes():
-        raise ValueError(f"{path}: refusing to load unknown estimator class {name!r}; "
-                         f"loadable: {loadable_estimators()}.")
+    if not isinstance(name, str) or (name not in _estimator_classes() and name not in _SKLEARN):
+        raise ValueError(f"{path}: refusing to load unknown estimator class {str(name)[:40]!r}; "
+                         f"loadable: {loadable_estimators()} and scikit-learn's {loadable_sklearn_classes()}.")
 
 
 def _read(path):
@@ -510,6 +640,9 @@ def _read(path):
             manifest = json.loads(zf.read(_MANIFEST).decode("utf-8"))
         except KeyError as exc:
             raise ValueError(f"{path}: not a mercer model file (no {_MANIFEST}).") from exc
+        except json.JSONDecodeError as exc:
+            what = "empty" if not exc.doc.strip() else f"not valid JSON ({exc})"
+            raise ValueError(f"{path}: damaged model file ({_MANIFEST} is {what}).") from exc
         _check_manifest(manifest, path)
         arrays = {}
         for entry in zf.namelist():
@@ -540,13 +673,33 @@ def load(path, *, device=None):
     Raises
     ------
     ValueError
-        For a file that is not a mercer model, a class that is not a mercer estimator, state that
-        the class does not save, or a newer format.
+        For a file that is not a mercer model, a class that is neither a mercer estimator nor an
+        allowed scikit-learn class, state that the class does not save, a newer format, or a
+        damaged file (a bad checksum, JSON nested too deeply, values of the wrong type), each
+        reported in one message.
     """
-    manifest, arrays = _read(path)
     dev = resolve_device(device if device is not None else (get_config().device or "cpu"))
-    dec = _Decoder(arrays, dev, manifest["format_version"])
-    if manifest.get("mercer_version") != __version__:
-        warnings.warn(f"{path}: saved by mercer {manifest.get('mercer_version')}, loaded by {__version__}; "
-                      "results may differ.", UserWarning, stacklevel=2)
-    return _decode_estimator(dec, manifest["class"], manifest, path)
+    try:
+        manifest, arrays = _read(path)
+        if manifest.get("mercer_version") != __version__:
+            warnings.warn(f"{path}: saved by mercer {manifest.get('mercer_version')}, loaded by {__version__}; "
+                          "results may differ.", UserWarning, stacklevel=2)
+        dec = _Decoder(arrays, dev, manifest["format_version"])
+        name = manifest["class"]
+        if name in _SKLEARN and manifest.get("sklearn_version") != sklearn.__version__:
+            warnings.warn(f"{path}: a scikit-learn {name} saved with scikit-learn {manifest.get('sklearn_version')}, "
+                          f"loaded with {sklearn.__version__}; its fitted attributes may differ between versions.",
+                          UserWarning, stacklevel=2)
+        if name in _estimator_classes():
+            return _decode_estimator(dec, name, manifest, path)
+        return _decode_sklearn(dec, name, manifest, path)
+    except _DAMAGE as exc:
+        # a damaged or hostile file (flipped bits, JSON nested past Python's recursion limit,
+        # values of the wrong type or shape) is a bad input, reported as one ValueError
+        raise ValueError(f"{path}: damaged or invalid model file ({type(exc).__name__}: "
+                         f"{' '.join(str(exc).split())[:200]}).") from exc
+
+
+#: what reading a damaged or hostile file can raise besides ValueError
+_DAMAGE = (zipfile.BadZipFile, zlib.error, EOFError, RecursionError, TypeError, KeyError, AttributeError,
+           IndexError, RuntimeError, OverflowError, UnicodeDecodeError)

@@ -1,5 +1,5 @@
-"""The ``mercer`` command (``mercer demo | fit | predict``); see ``mercer --help``."""
+"""The ``mercer`` command (``mercer demo | fit | evaluate | tune | predict``); see ``mercer --help``."""
 
-from ._main import build_parser, main
+from ._main import COMMANDS, Command, build_parser, console_main, main
 
-__all__ = ["build_parser", "main"]
+__all__ = ["COMMANDS", "Command", "build_parser", "console_main", "main"]

@@ -84,10 +84,13 @@ def _target_position(target: str, columns: list) -> int:
     return pos % len(columns)
 
 
-def read_table(path, target: str | None = None, *, header: bool = True) -> Table:
+def read_table(path, target: str | None = None, *, header: bool = True, numeric_only: bool = True) -> Table:
     """Read ``path`` and split off the ``target`` column (a name, or a 0-based index; negative
-    indices count from the end). Feature columns must be numeric."""
+    indices count from the end). With ``numeric_only`` every feature column must be numeric;
+    otherwise text columns are kept (for the preprocessing pipeline to encode)."""
     path = Path(path)
+    if path.is_dir():
+        raise CLIError(f"--data {path} is a directory; give a data file (.csv, .tsv, .npy or .parquet).")
     if not path.is_file():
         raise CLIError(f"data file not found: {path}")
     data = _load_frame(path, header)
@@ -109,7 +112,7 @@ def read_table(path, target: str | None = None, *, header: bool = True) -> Table
             name = columns[pos]
             y = data.iloc[:, pos].to_numpy()
             data = data.drop(columns=[name])
-        bad = [c for c in data.columns if data[c].dtype.kind not in "biuf"]
+        bad = [c for c in data.columns if data[c].dtype.kind not in "biuf"] if numeric_only else []
         if bad:
             raise CLIError(f"{path}: feature columns must be numeric; {_show(bad)} are not "
                            "(drop or encode them, or pick the right --target).")

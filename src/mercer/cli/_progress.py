@@ -6,6 +6,8 @@ import sys
 import threading
 import time
 
+from .._progress import active as bars_active
+
 __all__ = ["Progress"]
 
 _FRAMES = "|/-\\"
@@ -40,6 +42,9 @@ class Progress:
             return
         i = 0
         while not self._stop.is_set():
+            if bars_active():  # a progress bar (mercer.progress) has the line: do not draw over it
+                self._stop.wait(0.1)
+                continue
             elapsed = time.perf_counter() - self._t0
             self.stream.write(f"\r{_FRAMES[i % len(_FRAMES)]} {self.label} ... {elapsed:.1f} s")
             self.stream.flush()

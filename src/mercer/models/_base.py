@@ -93,11 +93,17 @@ class KernelEstimatorMixin:
     _saved_private: tuple = ("_device", "_dtype")
 
     def _after_load(self) -> None:
-        """Rebuild the state that :mod:`mercer.io` does not store once a model is loaded: the
-        memory budget, from ``memory_budget`` and the device of the loading machine. Subclasses
-        with more derived state extend it (calling ``super()._after_load()`` first)."""
-        if hasattr(self, "_device"):
-            self._budget = default_memory_budget(self._device, self.memory_budget)
+        """Rebuild the state that :mod:`mercer.io` does not store once a model is loaded (the memory
+        budget needs nothing: see ``_budget``). Subclasses with derived state extend it (calling
+        ``super()._after_load()`` first)."""
+
+    @property
+    def _budget(self) -> int:
+        """The memory budget in force, resolved at each use: ``memory_budget``, else the caller's
+        ``mercer.config_context(memory_budget=...)``, else a fraction of the memory free now on the
+        model's device. So ``predict`` honours the context it is called in, and a loaded model
+        the loading machine's memory, not the budget of the fit."""
+        return default_memory_budget(getattr(self, "_device", None), self.memory_budget)
 
     def _resolve_kernel(self):
         return resolve_kernel(self.kernel, gamma=self.gamma, degree=self.degree, coef0=self.coef0,
@@ -111,7 +117,6 @@ class KernelEstimatorMixin:
         self._device = resolve_device(device)
         self._dtype = resolve_dtype(self.dtype, X)
         check_param(type(self).__name__, "memory_budget", self.memory_budget, COMPUTE_CONSTRAINTS["memory_budget"])
-        self._budget = default_memory_budget(self._device, self.memory_budget)
 
     def _tensor(self, X) -> torch.Tensor:
         return to_tensor(X, dtype=self._dtype, device=self._device)

@@ -151,7 +151,7 @@ class ApproximateKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ke
                       dtype=self._dtype)
         if self.approximation == "rff":
             return RandomFourierFeatures(kernel=self.kernel_, **common)
-        return Nystroem(kernel=self.kernel_, landmarks=self.landmarks, memory_budget=self._budget, **common)
+        return Nystroem(kernel=self.kernel_, landmarks=self.landmarks, memory_budget=self.memory_budget, **common)
 
     # -- fit ----------------------------------------------------------------------------------
     def fit(self, X, y=None):

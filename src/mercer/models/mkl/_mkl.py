@@ -222,7 +222,9 @@ class _MKLBase(KernelEstimatorMixin, BaseEstimator):
         self.base_kernels_ = base
         Yt = torch.as_tensor(Y, dtype=self._dtype, device=self._device)
         feats = None
-        if self.n_components is not None:
+        if self.n_components is None:
+            self._check_exact_fits(n, Xt.element_size())
+        else:
             m = min(self.n_components, n)
             rs = self.random_state if self.random_state is not None else int(np.random.randint(2**31 - 1))
             self._maps = [_NystroemMap(k, m, rs, self._budget).fit(Xt) for k in base]
@@ -249,6 +251,22 @@ class _MKLBase(KernelEstimatorMixin, BaseEstimator):
         if feats is None:
             return X
         return self._combine(feats)
+
+    #: n x n matrices the exact path holds at once (the final kernel ridge solve: its Gram matrix)
+    _exact_matrices = 1
+
+    def _check_exact_fits(self, n: int, itemsize: int) -> None:
+        """Refuse before any kernel is evaluated when the exact path cannot fit the budget: the final
+        solve holds ``_exact_matrices`` n x n matrices. The way out is this estimator's own
+        ``n_components`` (Nyström features per base kernel)."""
+        need = self._exact_matrices * n * n * itemsize
+        if need > self._budget:
+            m = max(100, min(2000, n // 10))
+            raise MemoryBudgetError(
+                f"{type(self).__name__}: without n_components the exact path holds {self._exact_matrices} "
+                f"{n} x {n} matri{'x' if self._exact_matrices == 1 else 'ces'} ({format_bytes(need)}), more than "
+                f"the memory budget of {format_bytes(self._budget)}; set n_components (e.g. n_components={m}: "
+                "each base kernel becomes that many Nyström features) or raise memory_budget.")
 
     def _combine(self, feats):
         cols = [f * math.sqrt(wi / si) for f, wi, si in zip(feats, self.weights_, self.kernel_scales_) if wi > 0]
@@ -413,6 +431,10 @@ class MKLClassifier(ClassifierMixin, _MKLBase):
                                         memory_budget=self.memory_budget)
         self.estimator_ = est.fit(Z, y)
         return self
+
+    @property
+    def _exact_matrices(self) -> int:  # EasyMKL's average kernel and a base kernel, then the solve
+        return 2 if self.method == "easymkl" else 1
 
     def _easymkl(self, base, Xt, Y, scale, feats):
         n, p = Xt.shape[0], len(base)

@@ -1,0 +1,118 @@
+"""``mercer tune``: the kernel's scale and the regularisation chosen for the user.
+
+* regression with at most ``--loo-max-n`` rows: :class:`mercer.models.KernelRidgeCV`, which learns
+  the kernel hyperparameters and ``alpha`` by gradient descent on the closed-form leave-one-out
+  error (no refits);
+* otherwise (classification, or more rows): successive halving (scikit-learn's
+  ``HalvingGridSearchCV``) over ``gamma`` and ``alpha`` (ridge models) or ``C`` (svc), the grid
+  centred on ``1 / n_features`` of the preprocessed data.
+
+Progress (each fit of the search, with the best score so far) goes to stderr; the result is the
+same pipeline as ``mercer fit`` would save, refit on every row.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import numpy as np
+from sklearn.base import clone
+
+from ..kernels import RBF
+from ..models import KernelRidgeCV
+from ._commands import (CLASSIFIERS, REGRESSORS, add_model_arguments, check_out_path, final_estimator, prepare,
+                        save_atomically)
+from ._data import CLIError
+from ._main import positive_int
+from ._progress import Progress
+
+__all__ = ["add_arguments", "run"]
+
+
+def add_arguments(p) -> None:
+    add_model_arguments(p, model_required=False)
+    p.set_defaults(model="ridge")
+    p.add_argument("--cv", type=positive_int, default=5, metavar="K", help="folds of the search (default %(default)s)")
+    p.add_argument("--loo-max-n", type=positive_int, default=3000, metavar="N",
+                   help="largest n for the closed-form leave-one-out of ridge regression (default %(default)s)")
+    p.add_argument("--out", default=None, metavar="MODEL", help="save the tuned model here")
+
+
+class _Tracker:
+    """A scorer that counts the fits of a search and shows them, with the best score so far."""
+
+    def __init__(self, scorer, stream, enabled: bool):
+        self.scorer, self.stream, self.enabled = scorer, stream, enabled
+        self.calls, self.best, self.t0 = 0, -np.inf, time.perf_counter()
+
+    def __call__(self, estimator, X, y):
+        score = self.scorer(estimator, X, y)
+        self.calls += 1
+        self.best = max(self.best, score)
+        if self.enabled:
+            self.stream.write(f"\rtune: {self.calls} fits scored, best fold score {self.best:.4f}, "
+                              f"{time.perf_counter() - self.t0:.1f} s ")
+            self.stream.flush()
+        return score
+
+
+def _grid(args, model, n_features: int) -> dict:
+    """Successive-halving grid: gamma around 1 / n_features, and alpha or C over six decades."""
+    step = "model__regressor__" if args.model in REGRESSORS else "model__"
+    grid = {f"{step}kernel": [RBF(gamma=g / max(n_features, 1)) for g in (0.03, 0.1, 0.3, 1.0, 3.0, 10.0)]}
+    if args.model == "svc":
+        grid[f"{step}C"] = [0.1, 1.0, 10.0, 100.0]
+    elif args.model != "kpca":
+        grid[f"{step}alpha"] = [1e-3, 1e-2, 1e-1, 1.0, 10.0]
+    return grid
+
+
+def _halving(prep, args, progress: bool):
+    from sklearn.experimental import enable_halving_search_cv  # noqa: F401  (on use; it registers the class)
+    from sklearn.metrics import get_scorer
+    from sklearn.model_selection import HalvingGridSearchCV
+
+    width = clone(prep.model.named_steps["prep"]).fit(prep.X).transform(prep.X[:1]).shape[1]
+    scorer = get_scorer("accuracy" if args.model in CLASSIFIERS else "r2")
+    tracker = _Tracker(scorer, sys.stderr, progress and sys.stderr.isatty())
+    search = HalvingGridSearchCV(prep.model, _grid(args, prep.model, width), cv=args.cv, scoring=tracker,
+                                 factor=3, random_state=args.seed, refit=True, error_score="raise")
+    search.fit(prep.X, prep.y)
+    if tracker.enabled:
+        sys.stderr.write("\n")
+    rounds = "".join(f"; {c} on {r} rows" for c, r in zip(search.n_candidates_, search.n_resources_))
+    best = {k.rsplit("__", 1)[-1]: v for k, v in search.best_params_.items()}
+    return search.best_estimator_, (f"successive halving over {search.n_candidates_[0]} candidates "
+                                    f"({len(search.cv_results_['params'])} evaluations {rounds}); best {args.cv}-fold "
+                                    f"score {search.best_score_:.4f} with {best}")
+
+
+def _loo(prep, args, progress: bool):
+    model = clone(prep.model)
+    ttr = model.named_steps["model"]
+    ttr.set_params(regressor=KernelRidgeCV(kernel=final_estimator(ttr).kernel, device=args.device,
+                                           dtype=args.dtype, memory_budget=args.memory_budget))
+    model.fit(prep.X, prep.y)
+    est = final_estimator(model)
+    return model, (f"closed-form leave-one-out (KernelRidgeCV) on {len(prep.y)} rows: kernel {est.kernel_!r}, "
+                   f"alpha {float(np.ravel(est.alpha_)[0]):.4g}")
+
+
+def run(args, out, progress: bool) -> int:
+    if args.model == "kpca":
+        raise CLIError("'mercer tune' chooses the kernel of a ridge or svc model, not kpca.")
+    if args.preprocess != "auto":
+        raise CLIError("'mercer tune' works on the preprocessing pipeline; drop --preprocess none.")
+    out_path = check_out_path(args.out) if args.out else None
+    prep = prepare(args, progress)
+    print(f"data: {prep.table.path.name}: {len(prep.X)} rows (target: {prep.table.target_name!r})", file=out)
+    print(f"preprocessing: {prep.summary}", file=out)
+    loo = args.model == "ridge" and len(prep.y) <= args.loo_max_n
+    with Progress("tuning", enabled=progress) as p:
+        model, line = (_loo if loo else _halving)(prep, args, progress)
+    print(f"{line} ({p.elapsed:.1f} s)", file=out)
+    if out_path is not None:
+        save_atomically(model, out_path)
+        print(f"saved: {out_path}", file=out)
+    return 0
