@@ -156,3 +156,133 @@ def test_cuda_matches_cpu(digits_small):
     gpu = KernelPCA(4, kernel="rbf", gamma=0.02, device="cuda").fit(X)
     np.testing.assert_allclose(gpu.eigenvalues_, cpu.eigenvalues_, rtol=1e-8)
     same_up_to_sign(gpu.transform(Xt), cpu.transform(Xt), 1e-8)
+
+
+# -- issue 12: scikit-learn's centring, PSD check and pre-images ----------------------------------
+ALL_SOLVERS = ["dense", "arpack", "randomized", "lanczos", "power"]
+
+
+@pytest.mark.parametrize("solver", ALL_SOLVERS)
+def test_non_symmetric_precomputed_gram_is_centred_as_h_k_h(solver):
+    # H K H for K = [[1, 2], [3, 40]] is [[8.5, -9.5], [-9.5, 8.5]]: eigenvalue 18, vector
+    # [1, -1] / sqrt(2). Subtracting column means on both sides gave 17.51 (dense) / 18.01.
+    K = readonly(np.array([[1.0, 2.0], [3.0, 40.0]]))
+    ours = KernelPCA(1, kernel="precomputed", eigen_solver=solver, random_state=0).fit(K)
+    ref = SkKernelPCA(1, kernel="precomputed", eigen_solver="dense").fit(K)
+    np.testing.assert_allclose(ours.eigenvalues_, [18.0], rtol=1e-12)
+    np.testing.assert_allclose(ours.eigenvectors_.numpy()[:, 0], [2**-0.5, -(2**-0.5)], rtol=1e-12)
+    np.testing.assert_allclose(ours.transform(K), ref.transform(K), atol=1e-12)
+
+
+@pytest.mark.parametrize("budget", [None, 1_000])  # 1 kB: the blocked operator
+@pytest.mark.parametrize("solver", ["dense", "lanczos", "randomized"])
+def test_non_symmetric_precomputed_gram_decomposes_the_symmetric_part(solver, budget):
+    # H K H of a non-symmetric K is itself not symmetric: every solver (and the blocked operator
+    # used when the Gram does not fit) decomposes H ((K + K^T) / 2) H, and transform centres a
+    # test Gram with the training column means, as scikit-learn's KernelCenterer.
+    if budget is not None and solver == "dense":
+        pytest.skip("the dense solver needs the whole Gram matrix")
+    rng = np.random.default_rng(0)
+    A = rng.normal(size=(12, 4))
+    K = A @ A.T + 0.3 * rng.normal(size=(12, 12)) + 5 * np.eye(12)
+    H = np.eye(12) - 1.0 / 12
+    w, V = np.linalg.eigh(H @ ((K + K.T) / 2) @ H)
+    ours = KernelPCA(3, kernel="precomputed", eigen_solver=solver, random_state=0, memory_budget=budget).fit(K)
+    np.testing.assert_allclose(ours.eigenvalues_, w[::-1][:3], rtol=1e-8)
+    same_up_to_sign(ours.eigenvectors_.numpy(), V[:, ::-1][:, :3], 1e-7)
+    ref = SkKernelPCA(3, kernel="precomputed").fit(K)
+    ref.eigenvectors_, ref.eigenvalues_ = ours.eigenvectors_.numpy(), ours.eigenvalues_
+    Kt = rng.normal(size=(5, 12))
+    np.testing.assert_allclose(ours.transform(Kt), ref.transform(Kt), atol=1e-10)
+
+
+@pytest.mark.parametrize("solver", ["dense", "arpack", "randomized"])
+def test_gram_that_is_not_psd_raises_as_sklearn(solver):
+    # eigenvalues 3, 3, 0 and one negative after centring: silently clamped to [3, 0, 0] before
+    K = np.array([[2.0, -1, -1], [-1, -1, 2], [-1, 2, -1]])
+    with pytest.raises(ValueError, match="There are significant negative eigenvalues"):
+        SkKernelPCA(kernel="precomputed", eigen_solver=solver).fit(K)
+    with pytest.warns(UserWarning, match="negative eigenvalue") if solver == "randomized" else _no_warning():
+        with pytest.raises(ValueError, match="KernelPCA: There are significant negative eigenvalues"):
+            KernelPCA(kernel="precomputed", eigen_solver=solver, random_state=0).fit(K)
+
+
+def _no_warning():
+    import contextlib
+
+    return contextlib.nullcontext()
+
+
+def test_round_off_eigenvalues_become_zero_as_sklearn():
+    # scikit-learn's test_kernel_conditioning: a tiny positive eigenvalue (round-off) is set to 0
+    from sklearn.utils.validation import _check_psd_eigenvalues
+
+    X = [[5, 1], [5 + 1e-8, 1e-8], [5 + 1e-8, 0]]
+    model = KernelPCA(kernel="linear", n_components=2).fit(X)
+    assert model.eigenvalues_.min() == 0
+    np.testing.assert_array_equal(model.eigenvalues_, _check_psd_eigenvalues(model.eigenvalues_))
+    # small negative round-off is also 0, larger ones (above 1e-5 of the top) raise
+    from mercer.models.decomposition._kernel_pca import check_psd_eigenvalues
+
+    out = check_psd_eigenvalues(torch.tensor([10.0, 1e-12, -1e-11], dtype=torch.float64), "KernelPCA")
+    np.testing.assert_array_equal(out.numpy(), [10.0, 0.0, 0.0])
+    with pytest.raises(ValueError, match="significant negative"):
+        check_psd_eigenvalues(torch.tensor([10.0, -1e-3], dtype=torch.float64), "KernelPCA")
+    with pytest.raises(ValueError, match="All eigenvalues are negative"):
+        check_psd_eigenvalues(torch.tensor([-1.0, -2.0], dtype=torch.float64), "KernelPCA")
+    # float32: scikit-learn's looser thresholds (5e-3 of the top)
+    np.testing.assert_array_equal(check_psd_eigenvalues(torch.tensor([10.0, -1e-3]), "KernelPCA").numpy(), [10.0, 0.0])
+
+
+@pytest.mark.parametrize("params", [
+    dict(kernel="rbf"),
+    dict(kernel="rbf", gamma=0.3, alpha=1e-3),
+    dict(kernel="poly", degree=2, alpha=0.1),
+    dict(kernel="linear", alpha=0.5),
+    dict(kernel="sigmoid", gamma=0.05, coef0=0.5),
+])
+def test_inverse_transform_matches_sklearn(params):
+    rng = np.random.default_rng(0)
+    X, Xt = readonly(rng.normal(size=(60, 4))), readonly(rng.normal(size=(7, 4)))
+    ours = KernelPCA(5, fit_inverse_transform=True, **params).fit(X)
+    ref = SkKernelPCA(5, fit_inverse_transform=True, eigen_solver="dense", **params).fit(X)
+    assert ours.gamma_ == ref.gamma_
+    Z = ref.transform(Xt)
+    signs = np.sign((ours.transform(Xt) * Z).sum(axis=0))  # eigenvector signs may differ
+    np.testing.assert_allclose(ours.inverse_transform(Z * signs), ref.inverse_transform(Z), atol=1e-10)
+    np.testing.assert_allclose(ours.X_transformed_fit_.numpy() * signs, ref.X_transformed_fit_, atol=1e-10)
+
+
+def test_inverse_transform_uses_gamma_of_the_input_not_of_the_embedding():
+    # scikit-learn's #26280: gamma=None is 1 / n_features of X (4), not of the embedding (2)
+    X = readonly(np.random.default_rng(1).random((5, 4)))
+    a = KernelPCA(2, kernel="rbf", fit_inverse_transform=True).fit(X)
+    b = KernelPCA(2, kernel="rbf", gamma=0.25, fit_inverse_transform=True).fit(X)
+    assert a.gamma_ == 0.25 and b.gamma_ == 0.25
+    np.testing.assert_allclose(a.inverse_transform(a.transform(X)), b.inverse_transform(a.transform(X)))
+
+
+def test_inverse_transform_reconstructs_and_errors():
+    from sklearn.datasets import make_blobs
+    from sklearn.exceptions import NotFittedError
+
+    X, _ = make_blobs(n_samples=100, n_features=4, random_state=0)
+    model = KernelPCA(20, kernel="rbf", fit_inverse_transform=True, alpha=1e-3)
+    Xr = model.inverse_transform(model.fit_transform(X))
+    assert np.linalg.norm(X - Xr) / np.linalg.norm(X) < 0.1
+    Zt = model.transform(torch.as_tensor(X))
+    assert isinstance(model.inverse_transform(Zt), torch.Tensor)
+    with pytest.raises(ValueError, match=r"expects X of shape \(n_samples, 20\)"):
+        model.inverse_transform(X)
+    with pytest.raises(NotFittedError, match="fit_inverse_transform"):
+        KernelPCA(2).fit(X).inverse_transform(X[:, :2])
+    with pytest.raises(ValueError, match="Cannot fit_inverse_transform with a precomputed kernel"):
+        KernelPCA(2, kernel="precomputed", fit_inverse_transform=True).fit(X @ X.T)
+    with pytest.raises(ValueError, match="'alpha' parameter of KernelPCA"):
+        KernelPCA(2, alpha=-1.0, fit_inverse_transform=True).fit(X)
+
+
+def test_inverse_transform_over_the_memory_budget_says_so():
+    X = np.random.default_rng(0).random((300, 3))
+    with pytest.raises(MemoryBudgetError, match="fit_inverse_transform solves an n x n kernel ridge system"):
+        KernelPCA(2, kernel="rbf", fit_inverse_transform=True, memory_budget=200_000, random_state=0).fit(X)

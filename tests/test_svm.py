@@ -262,7 +262,8 @@ def test_one_class_only(breast_cancer):
 def test_bad_C(breast_cancer, C):
     X, y = breast_cancer
     for est in (KernelSVC(C=C), BudgetSVC(C=C)):
-        with pytest.raises(ValueError, match=r"'C' parameter of \w+ must be a float in the range \(0, inf\)"):
+        # KernelSVC accepts C=inf (the hard margin, as SVC): "(0, inf]"; BudgetSVC "(0, inf)"
+        with pytest.raises(ValueError, match=r"'C' parameter of \w+ must be a float in the range \(0, inf[\)\]]"):
             est.fit(X, y)
 
 
@@ -505,3 +506,150 @@ def test_sklearn_contract_probability_and_ovr(estimator, check):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", NumericalWarning)
         check(estimator)
+
+
+# -- issue 12: scikit-learn behaviours found by its own test suite ---------------------------------
+TOY_X = [[-2, -1], [-1, -1], [-1, -2], [1, 1], [1, 2], [2, 1]]
+TOY_Y = [1, 1, 1, 2, 2, 2]
+
+
+def test_predict_proba_after_switching_probability_on_is_a_clear_error(digits):
+    from sklearn.exceptions import NotFittedError
+
+    X, y = digits
+    m = KernelSVC().fit(X[:200], y[:200])
+    assert not hasattr(m, "predict_proba")
+    m.set_params(probability=True)
+    assert hasattr(m, "predict_proba")  # as scikit-learn: available, but the fitted model has no sigmoids
+    for method in (m.predict_proba, m.predict_log_proba):
+        with pytest.raises(NotFittedError, match="predict_proba is not available when fitted with probability=False"):
+            method(X[:5])
+
+
+def test_gamma_scale_on_huge_values_names_gamma_scale():
+    rng = np.random.RandomState(42)
+    X = np.finfo(np.float64).max * rng.uniform(size=(10, 2))
+    y = rng.randint(0, 2, size=10)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no numpy overflow RuntimeWarning either
+        with pytest.raises(ValueError, match=r"KernelSVC: gamma='scale' is 1 / \(n_features \* X.var\(\)\)"):
+            KernelSVC().fit(X, y)
+    # a gamma given by the user: the kernel itself is not finite, said as scikit-learn says it
+    with pytest.raises(ValueError, match="dual coefficients or intercepts would not be finite"):
+        KernelSVC(gamma=1.0).fit(X, y)
+    # zero variance: gamma = 1, as scikit-learn
+    m = KernelSVC(kernel="rbf").fit([[1.0, 1.0], [1.0, 1.0]], [0, 1])
+    assert m.kernel_.gamma == 1.0
+
+
+def test_duplicate_points_do_not_warn_of_an_indefinite_kernel():
+    # two identical points: the RBF Gram is singular (zero curvature), not indefinite
+    X = [[1.0, 1.0], [1.0, 1.0], [0.0, 0.0], [0.0, 0.0], [3.0, 1.0]]
+    y = [0, 1, 0, 1, 1]
+    for params in (dict(), dict(kernel="linear"), dict(kernel="poly", degree=2)):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", NumericalWarning)
+            ours = KernelSVC(**params).fit(X, y)
+        ref = SVC(**params).fit(X, y)
+        np.testing.assert_allclose(ours.decision_function(X), ref.decision_function(X), atol=1e-6)
+
+
+@pytest.mark.parametrize("n_classes", [2, 3, 4])
+def test_coef_of_the_linear_kernel_matches_sklearn(n_classes):
+    from sklearn.datasets import make_blobs
+
+    X, y = make_blobs(90, centers=n_classes, random_state=0)
+    ours = KernelSVC(kernel="linear", C=0.5, tol=1e-8).fit(readonly(X), y)
+    ref = SVC(kernel="linear", C=0.5, tol=1e-8).fit(X, y)
+    assert ours.coef_.shape == ref.coef_.shape == (n_classes * (n_classes - 1) // 2, 2)
+    np.testing.assert_allclose(ours.coef_, ref.coef_, atol=1e-6)
+    raw = ours.decision_function(X) if n_classes == 2 else ours.set_params(decision_function_shape="ovo").decision_function(X)
+    np.testing.assert_allclose(raw, X @ ours.coef_.T.squeeze() + ours.intercept_, atol=1e-8)
+    with pytest.raises(AttributeError):
+        ours.coef_ = np.zeros(2)
+    with pytest.raises(ValueError, match="read-only"):
+        ours.coef_[0, 0] = 1.0
+    # one-vs-rest machines: one row per class, decision = X coef^T + intercept
+    ovr = KernelSVC(kernel="linear", multiclass="ovr").fit(X, y)
+    if n_classes > 2:
+        np.testing.assert_allclose(ovr.decision_function(X), X @ ovr.coef_.T + ovr.intercept_, atol=1e-8)
+    for m in (KernelSVC().fit(X, y), KernelSVC(kernel="poly").fit(X, y)):
+        assert not hasattr(m, "coef_")
+
+
+def test_break_ties_as_sklearn():
+    from sklearn.datasets import make_blobs
+
+    X, y = make_blobs(random_state=0, n_samples=20, n_features=2)
+    xx, yy = np.meshgrid(np.linspace(X[:, 0].min(), X[:, 0].max(), 60), np.linspace(X[:, 1].min(), X[:, 1].max(), 60))
+    G = np.c_[xx.ravel(), yy.ravel()]
+    for ties in (False, True):
+        ours = KernelSVC(kernel="rbf", gamma=1e6, break_ties=ties).fit(X, y)
+        ref = SVC(kernel="rbf", gamma=1e6, break_ties=ties).fit(X, y)
+        np.testing.assert_array_equal(ours.predict(G), ref.predict(G))
+        agree = (ours.predict(G) == ours.decision_function(G).argmax(axis=1)).all()
+        assert agree == ties
+    with pytest.raises(ValueError, match="break_ties must be False when decision_function_shape is 'ovo'"):
+        KernelSVC(break_ties=True, decision_function_shape="ovo").fit(X, y).predict(X)
+    with pytest.raises(ValueError, match="'break_ties' parameter of KernelSVC"):
+        KernelSVC(break_ties="yes").fit(X, y)
+
+
+def test_infinite_C_is_the_hard_margin():
+    from sklearn.datasets import make_blobs, make_classification
+
+    X, y = make_blobs(60, centers=[[0, 0], [4, 4]], cluster_std=1.0, random_state=0)
+    ours = KernelSVC(C=np.inf, kernel="linear", tol=1e-8).fit(X, y)
+    ref = SVC(C=np.inf, kernel="linear", tol=1e-8).fit(X, y)
+    np.testing.assert_array_equal(ours.support_, ref.support_)
+    np.testing.assert_allclose(ours.dual_coef_, ref.dual_coef_, rtol=1e-8)
+    np.testing.assert_allclose(ours.intercept_, ref.intercept_, rtol=1e-8)
+    # the maximum-margin separator: every point at functional margin >= 1, the support vectors at 1
+    margin = (2 * y - 1) * ours.decision_function(X)
+    assert margin.min() > 1 - 1e-6
+    np.testing.assert_allclose(margin[ours.support_], 1.0, atol=1e-6)
+    X, y = make_classification(random_state=42)
+    a, b = KernelSVC(C=float("inf")).fit(X, y), SVC(C=np.inf).fit(X, y)
+    np.testing.assert_allclose(a.decision_function(X), b.decision_function(X), atol=1e-8)
+    np.testing.assert_array_equal(a.predict(X), KernelSVC(C=1e10).fit(X, y).predict(X))
+
+
+def test_zero_and_negative_sample_weights_as_sklearn():
+    X, Y = np.array(TOY_X, dtype=float), np.array(TOY_Y)
+    for sw in ([0] * 6, [-0.3] * 6):
+        with pytest.raises(ValueError, match="Invalid input - all samples have zero or negative weights."):
+            KernelSVC(kernel="linear").fit(X, Y, sample_weight=sw)
+    for sw in ([0, -0.5, 0, 1, 1, 1], [1, 1, 1, 0, -0.1, -0.3]):
+        with pytest.raises(ValueError, match="Invalid input - all samples with positive weights belong to the same"):
+            KernelSVC(kernel="linear").fit(X, Y, sample_weight=sw)
+    for sw, expect in (([1, -0.5, 1, 1, 1, 1], [0.3998, 0.4]), ([1, 1, 1, 0, 1, 1], [0.4, 0.3999])):
+        ours = KernelSVC(kernel="linear").fit(X, Y, sample_weight=sw)
+        ref = SVC(kernel="linear").fit(X, Y, sample_weight=sw)
+        np.testing.assert_allclose(ours.coef_, [expect], rtol=1e-3)
+        np.testing.assert_allclose(ours.coef_, ref.coef_, rtol=1e-6)
+        # scikit-learn's support_ indexes the samples left after dropping those of weight <= 0;
+        # mercer's indexes the training data, as documented for support_
+        keep = np.asarray(sw) > 0
+        np.testing.assert_array_equal(ours.support_, np.flatnonzero(keep)[ref.support_])
+        # a sample of weight <= 0 is the same as no sample
+        drop = KernelSVC(kernel="linear").fit(X[keep], Y[keep])
+        np.testing.assert_allclose(ours.decision_function(X), drop.decision_function(X), atol=1e-12)
+
+
+def test_class_without_positive_weight_is_never_predicted():
+    X = np.array([[0.0, 0], [1, 1], [2, 0], [3, 1], [0, 2]])
+    y = [0, 0, 1, 1, 2]
+    with pytest.warns(UserWarning, match=r"class\(es\) \[2\] have no sample with a positive weight"):
+        m = KernelSVC(kernel="linear").fit(X, y, sample_weight=[1, 1, 1, 1, 0])
+    ref = KernelSVC(kernel="linear").fit(X[:4], y[:4])
+    np.testing.assert_array_equal(m.predict(X), ref.predict(X))
+    assert np.isfinite(m.decision_function(X)).all()
+
+
+def test_convergence_warning_has_sklearn_wording():
+    from sklearn.exceptions import ConvergenceWarning
+
+    msg = r"Solver terminated early \(max_iter=2\).  Consider pre-processing your data with StandardScaler or MinMaxScaler."
+    with pytest.warns(ConvergenceWarning, match=msg):
+        m = KernelSVC(kernel="linear", max_iter=2).fit(np.array(TOY_X, dtype=float), TOY_Y)
+    assert np.all(m.n_iter_ == 2)

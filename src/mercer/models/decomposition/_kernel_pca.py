@@ -1,10 +1,17 @@
 """Kernel principal component analysis (the seeds' algorithm, with out-of-sample transform).
 
-1. Centre the Gram matrix in feature space: :math:`\\tilde G = H G H`, :math:`H = I - 11^T/n`.
+1. Centre the Gram matrix in feature space: :math:`\\tilde G = H G H`, :math:`H = I - 11^T/n`
+   (row and column means apart, as scikit-learn's ``KernelCenterer``, so that a non-symmetric
+   precomputed Gram is centred correctly; its symmetric part is then decomposed).
 2. Take its top-k eigenpairs :math:`(\\alpha^j, \\lambda_j)` (dense, power method with deflation,
-   Lanczos or randomized subspace iteration).
+   Lanczos or randomized subspace iteration), and check them as scikit-learn does: significant
+   negative eigenvalues (a Gram that is not PSD) raise, round-off ones become 0.
 3. Embed a point :math:`x` as :math:`z = \\Lambda^{-1/2} A^T \\tilde k_x`, with the test kernel
    vector centred consistently with the training Gram.
+4. Optionally (``fit_inverse_transform``) learn pre-images by kernel ridge regression from the
+   embedding back to input space (Bakir, Weston & Schoelkopf 2004, as scikit-learn):
+   :math:`(K_Z + \\alpha I) D = X`, :math:`\\hat x(z) = D^T k_Z(z)`, with the same kernel on the
+   embedding.
 
 When the Gram matrix does not fit the memory budget, the iterative solvers run on the implicit
 centred operator through blocked kernel products (no n x n matrix is ever formed).
@@ -19,16 +26,54 @@ from numbers import Integral, Real
 import numpy as np
 import torch
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, TransformerMixin
+from sklearn.exceptions import NotFittedError
 from sklearn.utils.validation import check_is_fitted
 
 from ..._backend import as_output, make_generator
 from ..._validation import Interval, Options, check_at_most, check_params
-from ...linalg import KernelOperator, MemoryBudgetError, format_bytes, top_eigenpairs
+from ...kernels import resolve_kernel
+from ...linalg import (KernelOperator, MemoryBudgetError, format_bytes, jittered_cholesky, plan_rows, row_blocks,
+                       top_eigenpairs)
 from .._base import COMPUTE_CONSTRAINTS, KERNEL_CONSTRAINTS, KernelEstimatorMixin
 
 __all__ = ["KernelPCA"]
 
 log = logging.getLogger(__name__)
+
+#: scikit-learn's ``_check_psd_eigenvalues`` thresholds, (float64, float32): a negative eigenvalue
+#: below ``-ratio * max`` and ``-value`` is significant (the Gram is not PSD); a positive one below
+#: ``small * max`` is round-off and becomes 0.
+_NEG_RATIO = (1e-5, 5e-3)
+_NEG_VALUE = (1e-10, 1e-6)
+_SMALL_POS = (1e-12, 2e-7)
+
+
+def check_psd_eigenvalues(values: torch.Tensor, owner: str) -> torch.Tensor:
+    """Eigenvalues of a centred Gram checked as scikit-learn's KernelPCA checks them: raise when a
+    negative one is significant, set round-off negative and tiny positive ones to 0."""
+    if values.numel() == 0:
+        return values
+    single = values.dtype != torch.float64
+    top, low = float(values.max()), float(values.min())
+    tail = ("Either the matrix is not PSD, or there was an issue while computing the eigendecomposition "
+            "of the matrix.")
+    if top < 0:
+        raise ValueError(f"{owner}: All eigenvalues are negative (maximum is {top:g}). {tail}")
+    if low < -_NEG_RATIO[single] * top and low < -_NEG_VALUE[single]:
+        raise ValueError(f"{owner}: There are significant negative eigenvalues ({-low / top:g} of the maximum "
+                         f"positive). {tail} A precomputed Gram matrix must be positive semi-definite.")
+    values = values.clamp_min(0.0)
+    return torch.where(values < _SMALL_POS[single] * top, torch.zeros_like(values), values)
+
+
+def _symmetrise_(K: torch.Tensor, budget: int) -> None:
+    """``K <- (K + K^T) / 2`` in place, one block of rows (and the matching columns) at a time."""
+    n = K.shape[0]
+    rows = plan_rows(n, 3 * n * K.element_size(), budget=budget, what="symmetrising the Gram matrix")
+    for blk in row_blocks(n, rows):
+        S = (K[blk, :blk.stop] + K[:blk.stop, blk].mT) * 0.5
+        K[blk, :blk.stop] = S
+        K[:blk.stop, blk] = S.mT
 
 
 class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, KernelEstimatorMixin, BaseEstimator):
@@ -39,7 +84,14 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, KernelEstimat
     n_components : int, optional
         Number of components; ``None`` keeps all non-zero ones. Must be <= n_samples.
     kernel, gamma, degree, coef0, kernel_params :
-        As in :class:`mercer.models.KernelRidge`.
+        As in :class:`mercer.models.KernelRidge`. With ``kernel="precomputed"`` the Gram matrix
+        must be positive semi-definite (significant negative eigenvalues raise, as scikit-learn);
+        a non-symmetric one is centred as ``H K H`` and its symmetric part decomposed.
+    alpha : float, default=1.0
+        Ridge regularisation of the pre-image map (``fit_inverse_transform``).
+    fit_inverse_transform : bool, default=False
+        Learn the pre-image map for :meth:`inverse_transform`: kernel ridge regression, with the
+        same kernel (and ``gamma_``), from the training embedding to the training data.
     eigen_solver : {"auto", "dense", "power", "lanczos", "randomized"}, default="auto"
         "power" is the seeds' power method with deflation ("peeling"); "arpack" is accepted as
         an alias of "lanczos" for drop-in use. "auto" picks dense for small problems or many
@@ -60,6 +112,9 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, KernelEstimat
     explained_variance_ : ndarray, ``eigenvalues_ / n_samples`` (variance along each component)
     explained_variance_ratio_ : ndarray, share of the total feature-space variance ``trace(H G H)``
     X_fit_ : tensor
+    gamma_ : float, ``gamma`` or, when it is None, ``1 / n_features`` (as scikit-learn)
+    dual_coef_ : tensor of shape (n_samples, n_features), pre-image coefficients (``fit_inverse_transform``)
+    X_transformed_fit_ : tensor of shape (n_samples, n_components), training embedding (``fit_inverse_transform``)
     solver_info_ : EigResult without its tensors (method, iterations, converged, residual)
     """
 
@@ -67,6 +122,8 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, KernelEstimat
         **KERNEL_CONSTRAINTS,
         **COMPUTE_CONSTRAINTS,
         "n_components": [Interval(Integral, 1, None, closed="left"), None],
+        "alpha": [Interval(Real, 0, None, closed="left")],
+        "fit_inverse_transform": ["boolean"],
         "eigen_solver": [Options("auto", "dense", "power", "lanczos", "randomized", "arpack")],
         "tol": [Interval(Real, 0, None, closed="left")],
         "max_iter": [Interval(Integral, 1, None, closed="left"), None],
@@ -77,7 +134,7 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, KernelEstimat
     _saved_private = ("_col_mean", "_all_mean", "_n_features_out")  # private state that mercer.io saves
 
     def __init__(self, n_components=None, *, kernel="linear", gamma=None, degree=3, coef0=1,
-                 kernel_params=None, eigen_solver="auto", tol=0, max_iter=None, remove_zero_eig=False,
+                 kernel_params=None, alpha=1.0, fit_inverse_transform=False, eigen_solver="auto", tol=0, max_iter=None, remove_zero_eig=False,
                  random_state=None, device=None, dtype=None, memory_budget=None):
         self.n_components = n_components
         self.kernel = kernel
@@ -85,6 +142,8 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, KernelEstimat
         self.degree = degree
         self.coef0 = coef0
         self.kernel_params = kernel_params
+        self.alpha = alpha
+        self.fit_inverse_transform = fit_inverse_transform
         self.eigen_solver = eigen_solver
         self.tol = tol
         self.max_iter = max_iter
@@ -108,12 +167,16 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, KernelEstimat
 
     def _fit(self, X):
         check_params(self)
+        if self.fit_inverse_transform and isinstance(self.kernel, str) and self.kernel == "precomputed":
+            raise ValueError(f"{type(self).__name__}: Cannot fit_inverse_transform with a precomputed kernel "
+                             "(the pre-images need the input data).")
         Xv = self._validate_X(X, reset=True)
         n = Xv.shape[0]
         k = n if self.n_components is None else int(self.n_components)
         check_at_most(type(self).__name__, "n_components", k, n, "n_samples")
         self._setup_compute(Xv)
         self.kernel_ = self._resolve_kernel()
+        self.gamma_ = 1.0 / Xv.shape[1] if self.gamma is None else self.gamma
         if self.kernel_.is_precomputed and Xv.shape[0] != Xv.shape[1]:
             raise ValueError(f"{type(self).__name__} with a precomputed kernel expects a square Gram matrix; got shape {Xv.shape}.")
         Xt = self._tensor(Xv)
@@ -124,18 +187,27 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, KernelEstimat
         opts = dict(method=method, tol=self.tol or None, max_iter=self.max_iter, generator=gen)
         t0 = time.perf_counter()
         if fits:
-            K = op.dense()
-            col_mean = K.mean(dim=0)
-            all_mean = col_mean.mean()
-            trace = float(torch.diagonal(K).sum() - n * all_mean)
-            K.sub_(col_mean[None, :]).sub_(col_mean[:, None]).add_(all_mean)
-            res = top_eigenpairs(K, k, **opts)
-            del K
+            res, col_mean, all_mean, trace = self._dense_eigenpairs(op.dense(), k, opts)
         else:
             res, col_mean, all_mean, trace = self._implicit_eigenpairs(op, Xt, k, method, opts)
-        self.fit_time_ = time.perf_counter() - t0
         self._store(res, Xt, col_mean, all_mean, trace)
+        if self.fit_inverse_transform:
+            self._fit_inverse_transform(Xt)
+        self.fit_time_ = time.perf_counter() - t0
         log.info("KernelPCA: %d components of n=%d by %s in %.2f s", k, n, res.method, self.fit_time_)
+
+    def _dense_eigenpairs(self, K, k, opts):
+        """Top eigenpairs of ``H K H`` (in place in ``K``: row and column means apart, so that a
+        non-symmetric precomputed ``K`` is centred as scikit-learn's KernelCenterer centres it);
+        returns them with the column means, the grand mean and ``trace(H K H)``."""
+        n = K.shape[0]
+        col_mean, row_mean = K.mean(dim=0), K.mean(dim=1)
+        all_mean = col_mean.mean()
+        trace = float(torch.diagonal(K).sum() - n * all_mean)
+        K.sub_(col_mean[None, :]).sub_(row_mean[:, None]).add_(all_mean)
+        if self.kernel_.is_precomputed:  # a no-op on a symmetric K ((a + a) / 2 == a exactly)
+            _symmetrise_(K, self._budget)
+        return top_eigenpairs(K, k, **opts), col_mean, all_mean, trace
 
     def _implicit_eigenpairs(self, op, Xt, k, method, opts):
         """Top eigenpairs of the centred Gram ``H K H`` through blocked kernel products (no n x n
@@ -149,20 +221,26 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, KernelEstimat
                 "kernel products, no n x n matrix), or raise memory_budget."
             )
         ones = torch.full((n,), 1.0 / n, dtype=Xt.dtype, device=Xt.device)
-        col_mean = op.matvec(ones)
+        row_mean = op.matvec(ones)
+        # A precomputed Gram may be non-symmetric: decompose the symmetric part of H K H, which is
+        # H ((K + K^T) / 2) H, centred with the mean of the row and column means.
+        asym = self.kernel_.is_precomputed
+        col_mean = op.rmatvec(ones) if asym else row_mean
+        mean = (row_mean + col_mean) * 0.5 if asym else row_mean
         all_mean = col_mean.mean()
         trace = float(op.diag().sum() - n * all_mean)
 
         def centred(V):
             s = V.sum(dim=0, keepdim=True)
-            return op.matvec(V) - col_mean[:, None] @ s - (col_mean @ V)[None, :] + all_mean * s
+            KV = (op.matvec(V) + op.rmatvec(V)) * 0.5 if asym else op.matvec(V)
+            return KV - mean[:, None] @ s - (mean @ V)[None, :] + all_mean * s
 
         res = top_eigenpairs(centred, k, n=n, dtype=Xt.dtype, device=Xt.device,
                              **{**opts, "method": "lanczos" if method == "auto" else method})
         return res, col_mean, all_mean, trace
 
     def _store(self, res, Xt, col_mean, all_mean, trace):
-        values = res.values.clamp_min(0.0)
+        values = check_psd_eigenvalues(res.values, type(self).__name__)
         vectors = res.vectors
         if self.remove_zero_eig or self.n_components is None:
             keep = values > values.max() * Xt.shape[0] * torch.finfo(values.dtype).eps if values.numel() else values > 0
@@ -194,6 +272,55 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, KernelEstimat
         s = A.sum(dim=0)
         Z = P[:, :-1] - P[:, -1:] * s[None, :] - (self._col_mean @ A)[None, :] + self._all_mean * s[None, :]
         return as_output(Z, X)
+
+    # -- pre-images ---------------------------------------------------------------------------
+    def _inverse_kernel(self):
+        """The kernel of the pre-image map: scikit-learn's, i.e. the named kernel with ``gamma_``
+        (``1 / n_features`` of the input, not of the embedding), or the kernel object as given."""
+        if isinstance(self.kernel, str):
+            return resolve_kernel(self.kernel, gamma=self.gamma_, degree=self.degree, coef0=self.coef0,
+                                  kernel_params=self.kernel_params, owner=type(self).__name__)
+        return self.kernel_
+
+    def _fit_inverse_transform(self, Xt):
+        """Kernel ridge from the training embedding to the training data: ``(K_Z + alpha I) D = X``."""
+        Z = self.eigenvectors_ * torch.sqrt(torch.as_tensor(self.eigenvalues_, dtype=self._dtype, device=self._device))
+        kern = self._inverse_kernel()
+
+        def gram():  # the lower triangle is all the Cholesky factorisation reads
+            G = KernelOperator(kern, Z, memory_budget=self._budget).dense(lower_only=True)
+            G.diagonal().add_(float(self.alpha))
+            return G
+
+        try:
+            G = gram()
+        except MemoryBudgetError as err:
+            raise MemoryBudgetError(f"{type(self).__name__}: fit_inverse_transform solves an n x n kernel ridge "
+                                    f"system on the embedding; {err} Raise memory_budget, or fit KernelPCA "
+                                    "on a subsample.") from None
+        factor = jittered_cholesky(G, rebuild=gram, owner=type(self).__name__)
+        self.dual_coef_ = factor.solve(Xt)
+        self.X_transformed_fit_ = Z
+
+    def inverse_transform(self, X):
+        """Pre-images of embedded points ``X`` (n, n_components): ``k_Z(X, Z_fit) @ dual_coef_``.
+
+        Learned by kernel ridge regression (``fit_inverse_transform=True``). As in scikit-learn,
+        the centred kernel has lost the mean of the feature-space data, so the reconstruction of
+        a linear-kernel model does not restore the data's mean.
+        """
+        if not self.fit_inverse_transform:
+            raise NotFittedError(f"The fit_inverse_transform parameter of {type(self).__name__} was not set to True "
+                                 "when fitting, hence the inverse transform is not available.")
+        check_is_fitted(self, "dual_coef_")
+        Zt = self._tensor(X)
+        k = self.X_transformed_fit_.shape[1]
+        if Zt.ndim != 2 or Zt.shape[1] != k:
+            raise ValueError(f"{type(self).__name__}.inverse_transform expects X of shape (n_samples, {k}) "
+                             f"(n_components_); got shape {tuple(Zt.shape)}.")
+        op = KernelOperator(self._inverse_kernel(), Zt, self.X_transformed_fit_, memory_budget=self._budget,
+                            n_rhs=self.dual_coef_.shape[1])
+        return as_output(op.matvec(self.dual_coef_), X)
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

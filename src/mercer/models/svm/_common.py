@@ -17,6 +17,8 @@ from .._base import KERNEL_CONSTRAINTS, check_class_labels, class_weights, label
 
 #: A float in (0, inf), infinity excluded (C, tol, cache_size, lr).
 POSITIVE = Interval(Real, 0, math.inf, closed="neither")
+#: A float in (0, inf], infinity included: KernelSVC's ``C`` (``C=inf`` is the hard margin, as SVC).
+POSITIVE_OR_INF = Interval(Real, 0, math.inf, closed="right")
 #: An int in [1, inf).
 AT_LEAST_ONE = Interval(Integral, 1, None, closed="left")
 #: The kernel parameters with scikit-learn SVC's ``gamma``: "scale", "auto", a float > 0 or None
@@ -32,20 +34,35 @@ def _few_threads(device: torch.device, work: float, limit: float = 2**22):
 
 
 def _data_variance(X) -> float:
-    if sp.issparse(X):
-        return float(X.multiply(X).mean() - X.mean() ** 2)
-    if isinstance(X, torch.Tensor):
-        return float(X.double().var(unbiased=False))
-    return float(np.asarray(X, dtype=np.float64).var())
+    with np.errstate(over="ignore", invalid="ignore"):  # overflow is reported by the caller
+        if sp.issparse(X):
+            return float(X.multiply(X).mean() - X.mean() ** 2)
+        if isinstance(X, torch.Tensor):
+            return float(X.double().var(unbiased=False))
+        return float(np.asarray(X, dtype=np.float64).var())
 
 
-def _numeric_gamma(gamma, kernel, X):
-    """scikit-learn SVC's ``gamma``: "scale" = 1 / (d Var X), "auto" = 1 / d, or the float given."""
+def _numeric_gamma(gamma, kernel, X, owner: str = "estimator"):
+    """scikit-learn SVC's ``gamma``: "scale" = 1 / (d Var X) (1 when Var X = 0), "auto" = 1 / d,
+    or the float given. A "scale" gamma that is not a positive finite float (Var X overflows on
+    data near the float limit, or is subnormal) is an error naming ``gamma="scale"``, not the kernel's
+    "gamma must be > 0": the user set no gamma."""
     if isinstance(kernel, Kernel) or (isinstance(kernel, str) and kernel == "precomputed"):
         return None if isinstance(gamma, str) else gamma
     if gamma == "scale":
         var = _data_variance(X)
-        return 1.0 / (X.shape[1] * var) if var != 0 else 1.0
+        if var == 0:
+            return 1.0
+        with np.errstate(over="ignore", divide="ignore"):
+            value = float(1.0 / (np.float64(X.shape[1]) * np.float64(var)))
+        if not (math.isfinite(var) and 0 < value < math.inf):
+            raise ValueError(
+                f"{owner}: gamma='scale' is 1 / (n_features * X.var()), and X.var() = {var:.3g} on this data gives "
+                f"gamma = {value:.3g}, not a positive finite float: the data's values are too large (or too "
+                "small) for the kernel to be evaluated in floating point. The input data needs to be "
+                "preprocessed (e.g. sklearn.preprocessing.StandardScaler), or gamma given explicitly."
+            )
+        return value
     if gamma == "auto":
         return 1.0 / X.shape[1]
     return gamma
@@ -53,8 +70,9 @@ def _numeric_gamma(gamma, kernel, X):
 
 def svc_kernel(est, X) -> Kernel:
     """The kernel of ``est`` (``kernel, gamma, degree, coef0, kernel_params``) for data ``X``."""
-    return resolve_kernel(est.kernel, gamma=_numeric_gamma(est.gamma, est.kernel, X), degree=est.degree,
-                          coef0=est.coef0, kernel_params=est.kernel_params, owner=type(est).__name__)
+    owner = type(est).__name__
+    return resolve_kernel(est.kernel, gamma=_numeric_gamma(est.gamma, est.kernel, X, owner), degree=est.degree,
+                          coef0=est.coef0, kernel_params=est.kernel_params, owner=owner)
 
 
 def _contains_sigmoid(k: Kernel) -> bool:

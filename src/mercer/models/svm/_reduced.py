@@ -89,12 +89,13 @@ class ReducedSetSVC(KernelSVC):
         self.memory_budget = memory_budget
 
     probability = False
+    break_ties = False
     approximation = None
     n_components = 500
 
     _parameter_constraints: dict = {
         **{k: v for k, v in KernelSVC._parameter_constraints.items()
-           if k not in ("probability", "approximation", "n_components")},
+           if k not in ("probability", "approximation", "n_components", "break_ties")},
         "n_vectors": [AT_LEAST_ONE, Interval(Real, 0, 1, closed="neither")],
         "method": [Options("kmeans", "kernel_kmeans")],
         "refit": [Options("decision", "feature")],
@@ -115,7 +116,7 @@ class ReducedSetSVC(KernelSVC):
         if getattr(svc, "approximation_", None) is not None:
             raise ValueError(f"{owner}: reduce() needs an exact KernelSVC (approximation=None).")
         t0 = time.perf_counter()
-        for attr in ("classes_", "kernel_", "_mode", "_pairs", "_device", "_dtype", "_budget", "n_features_in_",
+        for attr in ("classes_", "kernel_", "_mode", "_pairs", "_device", "_dtype", "n_features_in_",
                      "shape_fit_", "class_weight_", "n_iter_", "fit_status_"):
             if hasattr(svc, attr):
                 setattr(self, attr, getattr(svc, attr))

@@ -23,11 +23,17 @@ import numpy as np
 import torch
 from numba import njit
 
+from ..._progress import task
+
 __all__ = ["SMOResult", "solve_smo"]
 
 log = logging.getLogger(__name__)
 
 TAU = 1e-12
+#: Curvature ``K_ii + K_jj - 2 K_ij`` below ``-_NONPSD_RTOL (K_ii + K_jj)`` counts as a non-PSD step
+#: (float32 cached rows round ``K_ij`` at ~6e-8 relative). Zero curvature is a singular PSD Gram
+#: (duplicate points), not an indefinite one: LIBSVM's tau fix applies, no warning.
+_NONPSD_RTOL = 1e-6
 # return codes of the compiled loop
 _CONVERGED, _NEED_ROW, _MAX_ITER, _RECONSTRUCT, _RECONSTRUCT_FINAL = 0, 1, 2, 3, 4
 # integer state slots
@@ -179,9 +185,9 @@ def _run(y, G, G_bar, alpha, Cb, QD, cache, slot_of, last_used, active, st, eps,
         up_i = ai_old >= Ci
         up_j = aj_old >= Cj
         quad = QD[i] + QD[j] - 2.0 * Ki[j]
-        if quad <= 0:
+        if quad <= 0:  # counted only when negative beyond round-off (zero: duplicate points, still PSD)
+            st[_S_NONPSD] += quad < -_NONPSD_RTOL * (QD[i] + QD[j])
             quad = TAU
-            st[_S_NONPSD] += 1
         ai = ai_old
         aj = aj_old
         if y[i] != y[j]:
@@ -256,6 +262,7 @@ class SMOResult:
     converged: bool
     rows_computed: int
     nonpsd_steps: int
+    index: np.ndarray | None = None  # the machine's samples (set by the caller)
 
 
 def _rho(y, G, alpha, Cb) -> float:
@@ -405,8 +412,10 @@ def solve_smo(rows: Callable[[np.ndarray], np.ndarray], diag: np.ndarray, y: np.
     # the compiled loop's arguments: arrays updated in place, never rebound
     args = (d.y, d.G, d.G_bar, d.alpha, d.Cb, d.QD, c.cache, c.slot_of, c.last_used, d.active, d.st, float(tol), d.need)
     converged = True
+    bar = task("SMO", unit="it")  # objective: approximate while shrinking (stale gradients)
     while True:
         code = _run(*args)
+        bar.update(int(d.st[_S_ITER]), objective=lambda: float(d.alpha @ (d.G - 1.0) / 2), rows=c.computed)
         if code == _NEED_ROW:
             idx = _rows_to_fetch(d, c.slot_of, int(d.need[0]), batch)
             c.store(idx, rows(idx), int(d.need[1]), d.st)
@@ -421,6 +430,7 @@ def solve_smo(rows: Callable[[np.ndarray], np.ndarray], diag: np.ndarray, y: np.
             break
         else:
             break
+    bar.close()
     rho = _rho(d.y, d.G, d.alpha, d.Cb)
     obj = float(d.alpha @ (d.G - 1.0) / 2)
     return SMOResult(d.alpha, rho, obj, int(d.st[_S_ITER]), converged, c.computed, int(d.st[_S_NONPSD]))

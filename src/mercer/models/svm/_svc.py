@@ -21,21 +21,21 @@ from numbers import Integral
 import numpy as np
 import torch
 from sklearn.base import BaseEstimator, ClassifierMixin
-from sklearn.exceptions import ConvergenceWarning
+from sklearn.exceptions import ConvergenceWarning, NotFittedError
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import _ovr_decision_function
-from sklearn.utils.validation import check_is_fitted, column_or_1d
+from sklearn.utils.validation import _check_sample_weight, check_is_fitted, column_or_1d
 
 from ..._backend import as_output, row_sq_norms, to_numpy
 from ..._validation import Interval, Options, check_params
 from ...approx import Nystroem, RandomFourierFeatures
-from ...kernels import RBF, Kernel
+from ...kernels import RBF, Kernel, Linear
 from ...linalg import KernelOperator, NumericalWarning, plan_rows
 from .._base import COMPUTE_CONSTRAINTS, KernelEstimatorMixin
-from ._common import (AT_LEAST_ONE, CLASS_WEIGHT_CONSTRAINT, POSITIVE, SVC_KERNEL_CONSTRAINTS, _class_weights,
-                      _contains_sigmoid, _few_threads, _labels, _predict_labels, svc_kernel)
+from ._common import (AT_LEAST_ONE, CLASS_WEIGHT_CONSTRAINT, POSITIVE, POSITIVE_OR_INF, SVC_KERNEL_CONSTRAINTS,
+                      _class_weights, _contains_sigmoid, _few_threads, _labels, _predict_labels, svc_kernel)
 from ._platt import _sigmoid_train, class_probabilities
-from ._smo import solve_smo
+from ._smo import SMOResult, solve_smo
 
 __all__ = ["KernelSVC"]
 
@@ -57,8 +57,8 @@ _APPROXIMATIONS = {"nystroem": (Nystroem, ("device", "dtype", "memory_budget")),
 class _Rows:
     """Kernel rows, diagonal and blocked products on one (sub)problem's samples."""
 
-    def __init__(self, kernel: Kernel, Xs: torch.Tensor, budget: int, cols=None):
-        self.kernel, self.X, self.budget = kernel, Xs, budget
+    def __init__(self, kernel: Kernel, Xs: torch.Tensor, budget: int, cols=None, owner: str = "KernelSVC"):
+        self.kernel, self.X, self.budget, self.owner = kernel, Xs, budget, owner
         self.pre = kernel.is_precomputed
         if self.pre:  # Xs: rows of the Gram matrix restricted to this problem's columns
             self.X = Xs[:, cols] if cols is not None else Xs
@@ -73,6 +73,14 @@ class _Rows:
         return to_numpy(KernelOperator(self.kernel, self.X, memory_budget=self.budget).diag()).astype(np.float64)
 
     def __call__(self, idx: np.ndarray) -> np.ndarray:
+        block = self._block(idx)
+        if not np.isfinite(block).all():  # O(rows * n) next to the O(rows * n * d) block
+            raise ValueError(f"{self.owner}: the kernel matrix has non-finite values (NaN or inf) on the training "
+                             "data; the dual coefficients or intercepts would not be finite. The input data may "
+                             "contain large values and need to be preprocessed.")
+        return block
+
+    def _block(self, idx: np.ndarray) -> np.ndarray:
         it = torch.as_tensor(idx, device=self.X.device)
         if self.pre:
             return to_numpy(self.X[it])
@@ -152,11 +160,35 @@ class _SVCDecisionMixin:
         return as_output(self._public_decision(self._raw_decision(X)), X)
 
     def predict(self, X):
-        """Class labels (one-vs-one: majority vote of the pairwise machines, ties to the lowest class)."""
+        """Class labels (one-vs-one: majority vote of the pairwise machines, ties to the lowest class,
+        or to the largest ``decision_function`` with ``break_ties=True``, as scikit-learn)."""
         check_is_fitted(self, "classes_")
         if getattr(self, "approximation_", None) is not None:
             return _predict_labels(self.classes_, np.searchsorted(self.classes_, self.linear_svc_.predict(self._features(X))), X)
-        return _predict_labels(self.classes_, self._predict_index(self._raw_decision(X)), X)
+        ties = getattr(self, "break_ties", False)
+        if ties and self.decision_function_shape == "ovo":
+            raise ValueError(f"{type(self).__name__}: break_ties must be False when decision_function_shape is 'ovo'.")
+        raw = self._raw_decision(X)
+        if ties and len(self.classes_) > 2 and self._mode == "ovo":
+            return _predict_labels(self.classes_, to_numpy(self._public_decision(raw)).argmax(axis=1), X)
+        return _predict_labels(self.classes_, self._predict_index(raw), X)
+
+    @property
+    def coef_(self) -> np.ndarray:
+        """Primal weights of a linear-kernel machine, read-only, as scikit-learn's SVC: shape
+        (1, n_features) for two classes, (n_classes (n_classes - 1) / 2, n_features) one-vs-one
+        (rows in ``intercept_``'s order), (n_classes, n_features) one-vs-rest; ``decision_function``
+        is ``X @ coef_.T + intercept_``. AttributeError for other kernels."""
+        check_is_fitted(self, "classes_")
+        kern = getattr(self, "kernel_", None)
+        if type(kern) is not Linear or getattr(self, "approximation_", None) is not None:
+            raise AttributeError(f"coef_ is only available when using a linear kernel (exact {type(self).__name__} "
+                                 f"with kernel='linear'); got kernel={self.kernel!r}.")
+        coef = to_numpy(self._W.T @ self._sv.to(self._W.dtype)).astype(np.float64)
+        if len(self.classes_) == 2 and self._mode == "ovo":
+            coef = -coef
+        coef.flags.writeable = False
+        return coef
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -182,8 +214,11 @@ class KernelSVC(_SVCDecisionMixin, KernelEstimatorMixin, ClassifierMixin, BaseEs
 
     Parameters
     ----------
-    C : float > 0, default=1.0
-        Box constraint; per sample ``C_i = C * class_weight[y_i] * sample_weight_i``.
+    C : float > 0 or inf, default=1.0
+        Box constraint; per sample ``C_i = C * class_weight[y_i] * sample_weight_i``. ``C=np.inf``
+        is the hard margin (no upper bound on the multipliers, as scikit-learn's SVC): it needs
+        data separable in the kernel's feature space (any RBF Gram of distinct points is),
+        otherwise SMO stops at ``max_iter`` with a ConvergenceWarning.
     kernel : str or mercer Kernel, default="rbf"
         ``"rbf"``, ``"linear"``, ``"poly"``, ``"sigmoid"``, ``"laplacian"``, ``"precomputed"``, ...
         or any kernel object (composites, set kernels such as ``Intersection``).
@@ -202,6 +237,10 @@ class KernelSVC(_SVCDecisionMixin, KernelEstimatorMixin, ClassifierMixin, BaseEs
     class_weight : dict, "balanced" or None
     decision_function_shape : {"ovr", "ovo"}, default="ovr"
         Shape of ``decision_function`` for one-vs-one multiclass, as scikit-learn.
+    break_ties : bool, default=False
+        One-vs-one multiclass with ``decision_function_shape="ovr"``: predict the class of largest
+        ``decision_function`` instead of the majority vote (whose ties go to the lowest class), as
+        scikit-learn; an error with ``decision_function_shape="ovo"``.
     multiclass : {"ovo", "ovr"}, default="ovo"
         One-vs-one machines (LIBSVM) or one machine per class against the rest.
     probability : bool, default=False
@@ -234,6 +273,7 @@ class KernelSVC(_SVCDecisionMixin, KernelEstimatorMixin, ClassifierMixin, BaseEs
     probA_, probB_ : ndarray (n_machines,) Platt parameters (``probability=True``)
     n_iter_ : ndarray (n_machines,) SMO iterations
     fit_status_ : int, 0 when every machine converged
+    coef_ : ndarray (n_machines, n_features), read-only; linear kernel only (a property, as scikit-learn)
     kernel_, fit_time_
     approximation_, linear_svc_ : the feature map and linear SVM (``approximation`` only)
     """
@@ -241,12 +281,13 @@ class KernelSVC(_SVCDecisionMixin, KernelEstimatorMixin, ClassifierMixin, BaseEs
     _parameter_constraints: dict = {
         **SVC_KERNEL_CONSTRAINTS,
         **COMPUTE_CONSTRAINTS,
-        "C": [POSITIVE],
+        "C": [POSITIVE_OR_INF],
         "tol": [POSITIVE],
         "cache_size": [POSITIVE, None],
         "shrinking": ["boolean"],
         "class_weight": CLASS_WEIGHT_CONSTRAINT,
         "decision_function_shape": [Options("ovr", "ovo")],
+        "break_ties": ["boolean"],
         "multiclass": [Options("ovo", "ovr")],
         "probability": ["boolean"],
         "max_iter": [AT_LEAST_ONE, Interval(Integral, -1, -1)],
@@ -257,7 +298,7 @@ class KernelSVC(_SVCDecisionMixin, KernelEstimatorMixin, ClassifierMixin, BaseEs
 
     def __init__(self, C=1.0, *, kernel="rbf", gamma="scale", degree=3, coef0=0.0, kernel_params=None,
                  tol=1e-3, cache_size=None, shrinking=True, class_weight=None, decision_function_shape="ovr",
-                 multiclass="ovo", probability=False, max_iter=-1, approximation=None, n_components=500,
+                 break_ties=False, multiclass="ovo", probability=False, max_iter=-1, approximation=None, n_components=500,
                  random_state=None, device=None, dtype=None, memory_budget=None):
         self.C = C
         self.kernel = kernel
@@ -270,6 +311,7 @@ class KernelSVC(_SVCDecisionMixin, KernelEstimatorMixin, ClassifierMixin, BaseEs
         self.shrinking = shrinking
         self.class_weight = class_weight
         self.decision_function_shape = decision_function_shape
+        self.break_ties = break_ties
         self.multiclass = multiclass
         self.probability = probability
         self.max_iter = max_iter
@@ -282,11 +324,16 @@ class KernelSVC(_SVCDecisionMixin, KernelEstimatorMixin, ClassifierMixin, BaseEs
 
     # -- fit ---------------------------------------------------------------------------------
     def fit(self, X, y, sample_weight=None):
-        """Fit on ``X`` (n, d) — or the (n, n) Gram matrix for ``kernel="precomputed"`` — and labels ``y``."""
+        """Fit on ``X`` (n, d) — or the (n, n) Gram matrix for ``kernel="precomputed"`` — and labels ``y``.
+
+        ``sample_weight`` scales each sample's ``C_i``; as in scikit-learn (LIBSVM), samples of zero
+        or negative weight are left out, and an error is raised when no sample, or only one class,
+        keeps a positive weight.
+        """
         check_params(self)
         X = self._validate_X(X, reset=True)
         self.classes_, yi = _labels(type(self).__name__, y, X.shape[0])
-        sw = self._sample_weight(sample_weight, X, X.shape[0])
+        sw = self._svc_sample_weight(sample_weight, X.shape[0])
         self._setup_compute(X)
         self.kernel_ = svc_kernel(self, X)
         Cb = self._box_constraints(X, yi, sw)
@@ -301,16 +348,33 @@ class KernelSVC(_SVCDecisionMixin, KernelEstimatorMixin, ClassifierMixin, BaseEs
                  X.shape[0], self.fit_time_, len(self.support_))
         return self
 
+    def _svc_sample_weight(self, sample_weight, n: int):
+        """scikit-learn's SVC weights: any finite reals (those <= 0 drop their sample), not all <= 0."""
+        if sample_weight is None:
+            return None
+        if isinstance(sample_weight, torch.Tensor):
+            sample_weight = to_numpy(sample_weight)
+        sw = _check_sample_weight(sample_weight, np.empty((n, 0)), dtype=np.float64, allow_all_zero_weights=True)
+        if not (sw > 0).any():
+            raise ValueError(f"{type(self).__name__}: Invalid input - all samples have zero or negative weights.")
+        return sw
+
     def _box_constraints(self, X, yi, sw) -> np.ndarray:
-        """``C_i = C * class_weight[y_i] * sample_weight_i`` (sets ``class_weight_``)."""
+        """``C_i = C * class_weight[y_i] * sample_weight_i``, 0 where the weight is <= 0 (also for
+        ``C=inf``: no ``inf * 0``); sets ``class_weight_``."""
         owner = type(self).__name__
         if self.kernel_.is_precomputed and X.shape[0] != X.shape[1]:
             raise ValueError(f"{owner} with a precomputed kernel expects a square (n, n) Gram matrix; got shape {X.shape}.")
         if sw is not None and len(np.unique(yi[sw > 0])) < 2:
-            raise ValueError(f"{owner}: all samples with positive sample_weight belong to one class; "
-                             "need at least 2 classes with positive weight.")
+            raise ValueError(f"{owner}: Invalid input - all samples with positive weights belong to the same class "
+                             "(samples of zero or negative sample_weight are left out); need at least 2 classes.")
         self.class_weight_ = _class_weights(owner, self.class_weight, self.classes_, yi)
-        return float(self.C) * self.class_weight_[yi] * (1.0 if sw is None else sw)
+        weight = self.class_weight_[yi] * (1.0 if sw is None else sw)
+        empty = [c for c in range(len(self.classes_)) if not (weight[yi == c] > 0).any()]
+        if empty:
+            warnings.warn(f"{owner}: class(es) {self.classes_[empty].tolist()} have no sample with a positive weight "
+                          "(sample_weight * class_weight); they are never predicted.", UserWarning, stacklevel=3)
+        return np.where(weight > 0, float(self.C) * np.maximum(weight, 0.0), 0.0)
 
     def _fit_exact(self, X, yi, Cb) -> None:
         self.approximation_ = None
@@ -331,8 +395,11 @@ class KernelSVC(_SVCDecisionMixin, KernelEstimatorMixin, ClassifierMixin, BaseEs
         keep = Cb > 0
         idx, ybin, Cb = idx[keep], ybin[keep], Cb[keep]
         n = len(idx)
+        if (ybin > 0).all() or (ybin < 0).all():  # one side has no weight: a constant +-1 machine
+            return SMOResult(np.zeros(n), -1.0 if n and ybin[0] > 0 else 1.0, 0.0, 0, True, 0, 0, index=idx)
         it = torch.as_tensor(idx, device=Xt.device)
-        rows = _Rows(self.kernel_, Xt[it], self._budget, cols=it if self.kernel_.is_precomputed else None)
+        rows = _Rows(self.kernel_, Xt[it], self._budget, cols=it if self.kernel_.is_precomputed else None,
+                     owner=type(self).__name__)
         # The cache's capacity (LIBSVM's cache_size): at least the two rows of the pair being updated.
         cache_bytes = self._budget // 2 if self.cache_size is None else int(self.cache_size * 2**20)
         cache_rows = max(2, min(n, cache_bytes // max(1, n * _CACHE_ITEMSIZE)))
@@ -364,6 +431,7 @@ class KernelSVC(_SVCDecisionMixin, KernelEstimatorMixin, ClassifierMixin, BaseEs
         for pos, neg in self._machines(yi):
             # LIBSVM orders a pair's samples by class: all of class i, then all of class j.
             idx = np.concatenate([np.flatnonzero(yi == c) for c in pos + neg]) if self._mode == "ovo" else np.arange(len(yi))
+            idx = idx[Cb[idx] > 0]  # samples of weight <= 0 are left out, of the SMO and the Platt folds (LIBSVM)
             ybin = np.where(np.isin(yi[idx], pos), 1.0, -1.0)
             res = self._solve(Xt, idx, ybin, Cb[idx])
             a = np.zeros(len(yi))
@@ -374,16 +442,22 @@ class KernelSVC(_SVCDecisionMixin, KernelEstimatorMixin, ClassifierMixin, BaseEs
             nonpsd += res.nonpsd_steps
             if not res.converged:
                 self.fit_status_ = 1
-                warnings.warn(f"{owner}: SMO stopped at max_iter={res.n_iter} before reaching tol={self.tol}; "
-                              "the solution may be inaccurate.", ConvergenceWarning, stacklevel=4)
+                # scikit-learn's wording first (users search for it), then what it means here
+                warnings.warn(f"{owner}: Solver terminated early (max_iter={res.n_iter}).  Consider pre-processing "
+                              "your data with StandardScaler or MinMaxScaler. (SMO stopped before reaching "
+                              f"tol={self.tol}; the solution may be inaccurate.)", ConvergenceWarning, stacklevel=4)
             if self.probability:
                 probs.append(self._platt(Xt, idx, ybin, Cb[idx], gen))
         if nonpsd:
             warnings.warn(f"{owner}: the kernel matrix is not positive semi-definite on the training "
-                          f"data ({nonpsd} SMO steps met non-positive curvature and used LIBSVM's tau fix).",
+                          f"data ({nonpsd} SMO steps met negative curvature and used LIBSVM's tau fix).",
                           NumericalWarning, stacklevel=4)
         self.n_iter_ = np.asarray(iters, dtype=np.int32)
-        self._store_machines(Xt, yi, np.stack(alphas, axis=1), -np.asarray(rhos))
+        coef, intercept = np.stack(alphas, axis=1), -np.asarray(rhos)
+        if not (np.isfinite(coef).all() and np.isfinite(intercept).all()):
+            raise ValueError(f"{owner}: The dual coefficients or intercepts are not finite. The input data may "
+                             "contain large values and need to be preprocessed.")
+        self._store_machines(Xt, yi, coef, intercept)
         self.probA_ = np.array([p[0] for p in probs]) if self.probability else np.empty(0)
         self.probB_ = np.array([p[1] for p in probs]) if self.probability else np.empty(0)
 
@@ -474,6 +548,10 @@ class KernelSVC(_SVCDecisionMixin, KernelEstimatorMixin, ClassifierMixin, BaseEs
         check_is_fitted(self, "classes_")
         if not self.probability or getattr(self, "approximation_", None) is not None:
             raise AttributeError("predict_proba is only available when probability=True (exact SVC).")
+        if np.size(getattr(self, "probA_", ())) == 0:
+            raise NotFittedError(f"predict_proba is not available when fitted with probability=False: this "
+                                 f"{type(self).__name__} was fitted with probability=False; fit it again with "
+                                 "probability=True.")
         raw = to_numpy(self._raw_decision(X))
         k = len(self.classes_)
         out = class_probabilities(raw, self.probA_, self.probB_, self._pairs, k, one_vs_rest=self._mode == "ovr" and k > 2)
