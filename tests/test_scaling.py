@@ -273,39 +273,64 @@ def test_cg_reports_non_convergence():
 
 
 # -- Nyström kernel ridge ------------------------------------------------------------------------
-def _direct_nystroem(k, X, Z, y, alpha, w=None):
-    """Dense reference: (K_nM^T W K_nM + alpha K_MM) beta = K_nM^T W y."""
+def _direct_nystroem(k, X, Z, y, alpha, w=None, intercept=False):
+    """Dense reference: (K_nM^T W K_nM + alpha K_MM) beta = K_nM^T W y; with an intercept, the same
+    on the centred K_nM and y (weighted means), and b = mean(y) - mean(K_nM) beta. Returns (beta, b)."""
     Knm = k(X, Z).cpu().numpy()
     W = np.ones(len(X)) if w is None else w
-    H = Knm.T @ (W[:, None] * Knm) + alpha * k(Z).cpu().numpy()
-    return np.linalg.lstsq(H, Knm.T @ (W * y), rcond=None)[0]
+    k_mean, y_mean = (W @ Knm / W.sum(), W @ y / W.sum()) if intercept else (np.zeros(Knm.shape[1]), 0.0)
+    Kc, yc = Knm - k_mean, y - y_mean
+    H = Kc.T @ (W[:, None] * Kc) + alpha * k(Z).cpu().numpy()
+    beta = np.linalg.lstsq(H, Kc.T @ (W * yc), rcond=None)[0]
+    return beta, y_mean - k_mean @ beta
 
 
-def test_nystroem_krr_with_all_centres_equals_exact_krr(diabetes):
+@pytest.mark.parametrize("fit_intercept", [False, True])
+def test_nystroem_krr_with_all_centres_equals_exact_krr(diabetes, fit_intercept):
     X, y = diabetes
-    exact = KernelRidge(alpha=0.1, kernel="rbf", gamma=0.5).fit(X, y).predict(X)
+    ref = KernelRidge(alpha=0.1, kernel="rbf", gamma=0.5, fit_intercept=fit_intercept).fit(X, y)
+    exact = ref.predict(X)
     m = NystroemKernelRidge(alpha=0.1, kernel="rbf", gamma=0.5, n_centers=len(X), dtype="float64", tol=1e-10,
-                            solver="cg", random_state=0).fit(X, y)
+                            solver="cg", fit_intercept=fit_intercept, random_state=0).fit(X, y)
     np.testing.assert_allclose(m.predict(X), exact, rtol=1e-7, atol=1e-7 * np.abs(exact).max())
-    # the FALKON preconditioner is exact when the centres are all the points: one CG step
+    assert m.intercept_ == pytest.approx(ref.intercept_, rel=1e-7, abs=1e-9)
+    assert (m.intercept_ != 0.0) == fit_intercept
+    # the FALKON preconditioner is exact when the centres are all the points: one CG step (two or
+    # three with the intercept: the centring is a rank-one change the preconditioner does not see)
     one = NystroemKernelRidge(alpha=0.1, kernel="rbf", gamma=0.5, n_centers=len(X), dtype="float64", tol=1e-6,
-                              solver="cg", random_state=0).fit(X, y)
-    assert one.n_iter_[0] == 1
+                              solver="cg", fit_intercept=fit_intercept, random_state=0).fit(X, y)
+    assert one.n_iter_[0] == 1 if not fit_intercept else one.n_iter_[0] <= 3
     np.testing.assert_allclose(one.predict(X), exact, rtol=1e-5, atol=1e-5 * np.abs(exact).max())
 
 
+@pytest.mark.parametrize("fit_intercept", [False, True])
 @pytest.mark.parametrize("solver", ["cg", "direct"])
-def test_nystroem_krr_matches_the_dense_normal_equations(small, solver):
+def test_nystroem_krr_matches_the_dense_normal_equations(small, solver, fit_intercept):
     X, y = small
-    y = y.astype(float)
+    y = y.astype(float) + 100.0 * fit_intercept  # an offset only the intercept absorbs
     Z = X[::7]
     k = RBF(gamma=0.05)
     w = np.random.default_rng(0).uniform(0.5, 2.0, size=len(y))
-    beta = _direct_nystroem(k, X, Z, y, 0.3, w)
-    m = NystroemKernelRidge(alpha=0.3, kernel=k, centers=readonly(Z), dtype="float64", tol=1e-12,
-                            max_iter=500, solver=solver).fit(readonly(X), readonly(y), sample_weight=w)
+    beta, b = _direct_nystroem(k, X, Z, y, 0.3, w, intercept=fit_intercept)
+    m = NystroemKernelRidge(alpha=0.3, kernel=k, centers=readonly(Z), dtype="float64", tol=1e-12, max_iter=500,
+                            solver=solver, fit_intercept=fit_intercept).fit(readonly(X), readonly(y), sample_weight=w)
     assert m.solver_ == solver
-    np.testing.assert_allclose(m.predict(X), k(X, Z).cpu().numpy() @ beta, rtol=1e-6, atol=1e-6)
+    assert m.intercept_ == pytest.approx(b, rel=1e-7, abs=1e-12)
+    np.testing.assert_allclose(m.predict(X), k(X, Z).cpu().numpy() @ beta + b, rtol=1e-6, atol=1e-6)
+
+
+def test_nystroem_krr_intercept_equals_sklearn_nystroem_ridge_pipeline(small):
+    """Same centres, kernel and alpha: Ridge on Nystroem's features phi = k(., Z) K_MM^{-1/2} has
+    the objective ||y - K_nM beta - b||^2 + alpha beta^T K_MM beta (w = K_MM^{1/2} beta): one alpha."""
+    from sklearn.kernel_approximation import Nystroem as SkNystroem
+    from sklearn.pipeline import make_pipeline
+
+    X, y = small
+    y = y.astype(float) + 10.0
+    pipe = make_pipeline(SkNystroem(gamma=0.05, n_components=40, random_state=0), Ridge(alpha=0.5)).fit(X, y)
+    m = NystroemKernelRidge(alpha=0.5, gamma=0.05, centers=pipe[0].components_, dtype="float64").fit(X, y)
+    np.testing.assert_allclose(m.predict(X), pipe.predict(X), rtol=1e-6, atol=1e-6)
+    assert m.intercept_ == pytest.approx(pipe[-1].intercept_, rel=1e-6)
 
 
 def test_integer_weights_equal_repeated_rows_with_fixed_centres(small):
@@ -432,19 +457,23 @@ def test_nystroem_krr_on_cuda(small):
 
 
 # -- random-feature ridge ------------------------------------------------------------------------
-def test_random_feature_ridge_is_ridge_on_the_features(small):
+@pytest.mark.parametrize("fit_intercept", [False, True])
+def test_random_feature_ridge_is_ridge_on_the_features(small, fit_intercept):
     X, y = small
-    m = RandomFeatureRidge(alpha=0.7, kernel="rbf", gamma=0.05, n_components=64, random_state=0).fit(X, y)
+    w = np.random.default_rng(0).uniform(0.0, 2.0, size=len(y))
+    m = RandomFeatureRidge(alpha=0.7, kernel="rbf", gamma=0.05, n_components=64, random_state=0,
+                           fit_intercept=fit_intercept, memory_budget=600_000).fit(X, y + 50.0, sample_weight=w)
     Z = m.features_.transform(X)
-    ref = Ridge(alpha=0.7, fit_intercept=False, solver="cholesky").fit(Z, y)
+    ref = Ridge(alpha=0.7, fit_intercept=fit_intercept, solver="cholesky").fit(Z, y + 50.0, sample_weight=w)
     np.testing.assert_allclose(m.predict(X), ref.predict(Z), rtol=1e-8, atol=1e-8)
     np.testing.assert_allclose(m.coef_.cpu().numpy(), ref.coef_, rtol=1e-7, atol=1e-9)
+    assert m.intercept_ == pytest.approx(ref.intercept_, rel=1e-9, abs=1e-12)
 
 
 def test_random_feature_ridge_tends_to_exact_krr(small):
     X, y = small
     y = y.astype(float)
-    exact = KernelRidge(alpha=1.0, kernel="rbf", gamma=0.05).fit(X, y).predict(X)
+    exact = KernelRidge(alpha=1.0, kernel="rbf", gamma=0.05, fit_intercept=True).fit(X, y).predict(X)
     errs = [np.abs(RandomFeatureRidge(alpha=1.0, gamma=0.05, n_components=m, random_state=0).fit(X, y).predict(X)
                    - exact).mean() for m in (50, 2000)]
     assert errs[1] < 0.25 * errs[0]

@@ -40,7 +40,8 @@ def data(diabetes):
 @pytest.mark.parametrize("alpha", [0.3, 3.0])
 def test_gaussian_sketch_with_m_equal_n_is_exact_krr(data, params, alpha):
     X, y, Xt, _ = data
-    ours = SketchedKernelRidge(alpha=alpha, n_components=len(X), sketch="gaussian", random_state=0, **params).fit(X, y)
+    ours = SketchedKernelRidge(alpha=alpha, n_components=len(X), sketch="gaussian", random_state=0, fit_intercept=False,
+                               **params).fit(X, y)
     ref = SkKernelRidge(alpha=alpha, **params).fit(X, y).predict(Xt)
     exact = KernelRidge(alpha=alpha, solver="dual", **params).fit(X, y)
     assert rel(ours.predict(Xt), ref) < 1e-6
@@ -53,9 +54,23 @@ def test_gaussian_sketch_with_m_equal_n_is_exact_krr(data, params, alpha):
 def test_invertible_sketches_with_m_equal_n_are_exact(data, sketch):
     """n = 128 is a power of two: the Hadamard sketch is then orthogonal; subsampling all rows is a permutation."""
     X, y, Xt, _ = data
-    ours = SketchedKernelRidge(alpha=0.5, gamma=0.1, n_components=128, sketch=sketch, random_state=1).fit(X, y)
+    ours = SketchedKernelRidge(alpha=0.5, gamma=0.1, n_components=128, sketch=sketch, random_state=1,
+                               fit_intercept=False).fit(X, y)
     ref = SkKernelRidge(alpha=0.5, kernel="rbf", gamma=0.1).fit(X, y).predict(Xt)
     assert rel(ours.predict(Xt), ref) < 1e-6
+
+
+@pytest.mark.parametrize("sketch", SKETCHES)
+def test_with_m_equal_n_and_an_intercept_is_exact_krr_with_an_intercept(data, sketch):
+    X, y, Xt, _ = data
+    ours = SketchedKernelRidge(alpha=0.5, gamma=0.1, n_components=128, sketch=sketch, random_state=1).fit(X, y)
+    exact = KernelRidge(alpha=0.5, kernel="rbf", gamma=0.1, fit_intercept=True).fit(X, y)
+    assert rel(ours.predict(Xt), exact.predict(Xt)) < 1e-6
+    assert ours.intercept_ == pytest.approx(exact.intercept_, rel=1e-6)
+    # the offset is unpenalised: a constant added to y moves the intercept and nothing else
+    moved = SketchedKernelRidge(alpha=0.5, gamma=0.1, n_components=40, sketch=sketch, random_state=1)
+    a, b = moved.fit(X, y).predict(Xt), moved.fit(X, y + 1000.0).predict(Xt)
+    assert np.abs(b - a - 1000.0).max() < 1e-8 * 1000
 
 
 def test_multi_output_matches_per_target(data):
@@ -74,7 +89,8 @@ def test_solves_the_sketched_normal_equations(data, sketch):
     """theta solves (S K K S^T + alpha S K S^T) theta = S K y, checked with a dense numpy K and S."""
     X, y, Xt, _ = data
     n = 100  # not a power of two: the Hadamard sketch pads to 128
-    model = SketchedKernelRidge(alpha=0.7, gamma=0.1, n_components=30, sketch=sketch, random_state=3).fit(X[:n], y[:n])
+    model = SketchedKernelRidge(alpha=0.7, gamma=0.1, n_components=30, sketch=sketch, random_state=3,
+                                fit_intercept=False).fit(X[:n], y[:n])
     S = model.sketch_matrix().cpu().numpy()
     assert S.shape == (30, n)
     K = RBF(gamma=0.1)(torch.as_tensor(np.array(X[:n]))).cpu().numpy()
@@ -174,7 +190,8 @@ def test_kernel_object_and_composite(data):
     X, y, Xt, _ = data
     k = 0.5 * RBF(gamma=0.1) + Polynomial(degree=2, gamma=0.05)
     ours = SketchedKernelRidge(alpha=0.5, kernel=k, n_components=len(X), random_state=0).fit(X, y)
-    assert rel(ours.predict(Xt), KernelRidge(alpha=0.5, kernel=k, solver="dual").fit(X, y).predict(Xt)) < 1e-6
+    ref = KernelRidge(alpha=0.5, kernel=k, solver="dual", fit_intercept=True).fit(X, y)
+    assert rel(ours.predict(Xt), ref.predict(Xt)) < 1e-6
 
 
 @cuda

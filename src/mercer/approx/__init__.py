@@ -5,9 +5,11 @@
   :func:`select_landmarks` (uniform, k-means++, k-means, ridge leverage scores, sparse greedy).
 * :class:`IncompleteCholesky` -- pivoted incomplete Cholesky (Fine & Scheinberg; Smola & Schölkopf).
 * :class:`PolynomialFeatureMap` -- the exact finite map of a polynomial kernel.
+* :func:`check_finite` -- no silent NaN: an error naming why kernel values overflowed.
 """
 
 from ._cholesky import IncompleteCholesky, PivotedCholeskyResult, pivoted_cholesky
+from ._finite import check_finite, check_params_fit_dtype, overflow_cause
 from ._landmarks import (LANDMARK_RULES, LANDMARKS_CONSTRAINTS, check_landmarks_param, nystroem_normalization,
                          select_landmarks)
 from ._nystroem import LandmarkFeatures, Nystroem
@@ -26,9 +28,12 @@ __all__ = [
     "RandomFourierFeatures",
     "RandomMaclaurin",
     "TensorSketch",
+    "check_finite",
     "check_landmarks_param",
+    "check_params_fit_dtype",
     "explicit_feature_map",
     "nystroem_normalization",
+    "overflow_cause",
     "pivoted_cholesky",
     "polynomial_feature_dim",
     "select_landmarks",

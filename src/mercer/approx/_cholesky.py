@@ -33,6 +33,7 @@ from .._validation import Interval, Options, check_array_like, check_at_most, ch
 from ..kernels import Kernel, resolve_kernel
 from ..linalg import MemoryBudgetError, default_memory_budget, format_bytes, plan_rows, row_blocks
 from ._constraints import COMPUTE_CONSTRAINTS, KERNEL_CONSTRAINTS, N_COMPONENTS
+from ._finite import check_finite
 
 __all__ = ["IncompleteCholesky", "PivotedCholeskyResult", "pivoted_cholesky"]
 
@@ -243,6 +244,7 @@ class IncompleteCholesky(TransformerMixin, BaseEstimator):
         res = pivoted_cholesky(kernel, Xt, int(self.n_components), tol=float(self.tol), rule=self.rule,
                                n_candidates=int(self.n_candidates), generator=make_generator(self.random_state),
                                memory_budget=self.memory_budget, owner=owner)
+        check_finite(res.G, owner, "the factor's values", X=Xt, kernel=kernel)
         self.kernel_ = kernel
         self.pivots_ = res.pivots.cpu().numpy()
         self.landmarks_ = Xt[res.pivots].clone()
@@ -268,6 +270,7 @@ class IncompleteCholesky(TransformerMixin, BaseEstimator):
         Z, L = self.landmarks_.to(Xt.device), self.factor_.to(Xt.device)
         budget = default_memory_budget(Xt.device, self.memory_budget)
         K = _cross(self.kernel_, Xt, Z, budget)
+        check_finite(K, type(self).__name__, "the kernel values to the landmarks", X=Xt, kernel=self.kernel_)
         return as_output(torch.linalg.solve_triangular(L, K.T, upper=False).T, X)
 
     def get_feature_names_out(self, input_features=None):

@@ -32,6 +32,7 @@ from ..kernels import Kernel
 from ..kmeans import d2_sampling, kmeans
 from ..linalg import DENSE_SERIAL_MAX_N, default_memory_budget, jittered_cholesky, plan_rows, row_blocks
 from ._cholesky import pivoted_cholesky
+from ._finite import check_finite
 
 __all__ = ["LANDMARKS_CONSTRAINTS", "LANDMARK_RULES", "select_landmarks"]
 
@@ -165,15 +166,18 @@ def select_landmarks(X: torch.Tensor, M: int, rule, *, kernel: Kernel, generator
     return X[idx].clone(), idx
 
 
-def nystroem_normalization(kernel: Kernel, Z: torch.Tensor, method: str = "eig", owner: str = "Nystroem"):
+def nystroem_normalization(kernel: Kernel, Z: torch.Tensor, method: str = "eig", owner: str = "Nystroem", *,
+                           gram: torch.Tensor | None = None):
     """``N`` (M x M) with ``K(x, Z) N N^T K(Z, y) = K(x, Z) K_ZZ^+ K(Z, y)``, and the numerical rank.
+    ``gram``: ``K_ZZ`` itself (a precomputed kernel), instead of ``kernel(Z)``.
 
     ``"eig"``: ``N = U diag(lambda^{-1/2}) U^T`` with eigenvalues below ``M * eps * lambda_max``
     dropped (a pseudo-inverse square root: stable for duplicate or nearly dependent landmarks).
     ``"cholesky"``: ``N = L^{-T}`` with ``L L^T = K_ZZ + jitter I`` (jitter added only if needed).
     Computed in float64 whatever the data's dtype.
     """
-    K = kernel(Z.to(torch.float64))
+    K = kernel(Z.to(torch.float64)) if gram is None else gram.to(torch.float64)
+    check_finite(K, owner, "the landmarks' kernel values", X=Z if gram is None else None, kernel=kernel)
     M = K.shape[0]
     # small dense factorisations on one thread: on a shared CPU a second thread costs more than it gives
     with num_threads(1 if K.device.type == "cpu" and M <= DENSE_SERIAL_MAX_N else None):

@@ -16,9 +16,10 @@ from sklearn.utils.validation import check_is_fitted
 
 from .._backend import as_output, make_generator, resolve_device, resolve_dtype, to_tensor
 from .._validation import Interval, Options, check_array_like, check_at_most, check_params
-from ..kernels import resolve_kernel
+from ..kernels import Kernel, resolve_kernel
 from ..linalg import default_memory_budget, format_bytes, MemoryBudgetError
 from ._cholesky import _cross
+from ._finite import check_finite
 from ._constraints import COMPUTE_CONSTRAINTS, KERNEL_CONSTRAINTS, N_COMPONENTS
 from ._landmarks import LANDMARKS_CONSTRAINTS, check_landmarks_param, nystroem_normalization, select_landmarks
 
@@ -43,11 +44,27 @@ class _LandmarkBase(TransformerMixin, BaseEstimator):
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
         tags.input_tags.sparse = True  # densified block by block
+        tags.input_tags.pairwise = isinstance(self.kernel, str) and self.kernel == "precomputed"
         return tags
+
+    def _check_precomputed(self, Xv, landmarks, owner: str) -> None:
+        """With ``kernel="precomputed"`` ``X`` is the square Gram matrix of the training set and the
+        landmarks are training points drawn uniformly (as scikit-learn's ``Nystroem``)."""
+        if not (isinstance(landmarks, str) and landmarks == "uniform"):
+            raise ValueError(f"{owner} with kernel='precomputed' draws its landmarks among the training points: "
+                             f"landmarks must be 'uniform'. Got {landmarks!r} instead.")
+        if Xv.shape[0] != Xv.shape[1]:
+            raise ValueError(f"{owner} with kernel='precomputed' expects the square (n, n) Gram matrix of the "
+                             f"training set in fit; got shape {tuple(Xv.shape)}.")
 
     def _fit_landmarks(self, X):
         owner = type(self).__name__
         check_params(self)
+        plain = isinstance(self.kernel, str) and self.kernel == "precomputed" or (
+            callable(self.kernel) and not isinstance(self.kernel, Kernel))
+        if plain and any(p is not None for p in (self.gamma, self.coef0, self.degree)):
+            raise ValueError(f"Don't pass gamma, coef0 or degree to {owner} if using a callable or precomputed "
+                             "kernel: they are parameters of the kernels given by name.")
         Xv = check_array_like(self, X, reset=True, accept_sparse=True)
         landmarks = check_landmarks_param(self.landmarks, Xv.shape[1], owner)
         if isinstance(landmarks, str):  # landmarks are chosen among the training points
@@ -55,7 +72,7 @@ class _LandmarkBase(TransformerMixin, BaseEstimator):
         kernel = resolve_kernel(self.kernel, gamma=self.gamma, degree=self.degree, coef0=self.coef0,
                                 kernel_params=self.kernel_params, owner=owner)
         if kernel.is_precomputed:
-            raise ValueError(f"{owner} needs a kernel on feature vectors, not a precomputed Gram matrix.")
+            self._check_precomputed(Xv, landmarks, owner)
         device = resolve_device(self.device if not isinstance(Xv, torch.Tensor) else (self.device or Xv.device))
         dtype = resolve_dtype(self.dtype, Xv)
         budget = default_memory_budget(device, self.memory_budget)
@@ -79,7 +96,11 @@ class _LandmarkBase(TransformerMixin, BaseEstimator):
         Xv = check_array_like(self, X, reset=False, accept_sparse=True)
         dev = Xv.device if isinstance(Xv, torch.Tensor) else self.landmarks_.device
         Xt = to_tensor(Xv, dtype=self.landmarks_.dtype, device=dev)
-        return _cross(self.kernel_, Xt, self.landmarks_.to(dev), self._budget)
+        if self.kernel_.is_precomputed:  # X holds k(x, x_j) for the training points x_j: keep the landmarks' columns
+            return Xt[:, torch.as_tensor(self.component_indices_, device=dev)].clone()
+        K = _cross(self.kernel_, Xt, self.landmarks_.to(dev), self._budget)
+        check_finite(K, type(self).__name__, "the kernel values to the landmarks", X=Xt, kernel=self.kernel_)
+        return K
 
 
 class Nystroem(_LandmarkBase):
@@ -88,7 +109,9 @@ class Nystroem(_LandmarkBase):
     Parameters
     ----------
     kernel : str or Kernel, default="rbf"
-        Any mercer kernel, including composites and set kernels.
+        Any mercer kernel, including composites and set kernels, or ``"precomputed"``: then ``fit``
+        takes the training set's (n, n) Gram matrix and ``transform`` the (n_new, n) kernel values
+        to the training points (as scikit-learn's ``Nystroem``); the landmarks are drawn uniformly.
     n_components : int, default=100
         Number of landmarks M (ignored when ``landmarks`` is an array). Must not exceed n_samples.
     landmarks : {"uniform", "kmeans++", "kmeans", "leverage", "greedy"} or array, default="uniform"
@@ -105,6 +128,7 @@ class Nystroem(_LandmarkBase):
     Attributes
     ----------
     landmarks_ : tensor of shape (M, n_features_in_)
+        The landmarks (with ``kernel="precomputed"``: their rows of the Gram matrix).
     component_indices_ : ndarray of shape (M,) or None
         Indices of the landmarks in the training set (``None`` for k-means centres or given arrays).
     normalization_ : tensor of shape (M, M)
@@ -138,7 +162,11 @@ class Nystroem(_LandmarkBase):
 
     def fit(self, X, y=None):
         self._fit_landmarks(X)  # checks the parameters first
-        N, rank = nystroem_normalization(self.kernel_, self.landmarks_, self.method, owner=type(self).__name__)
+        gram = None
+        if self.kernel_.is_precomputed:  # landmarks_ are rows of the Gram matrix: K_ZZ is their landmark columns
+            gram = self.landmarks_[:, torch.as_tensor(self.component_indices_, device=self.landmarks_.device)]
+        N, rank = nystroem_normalization(self.kernel_, self.landmarks_, self.method, owner=type(self).__name__,
+                                         gram=gram)
         self.normalization_ = N.to(self.landmarks_.dtype)
         self.rank_ = rank
         self.n_features_out_ = self.landmarks_.shape[0]

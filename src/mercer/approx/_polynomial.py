@@ -26,6 +26,7 @@ from .._backend import as_output, resolve_device, resolve_dtype, to_tensor
 from .._validation import check_array_like, check_params
 from ..kernels import Constant, Kernel, Linear, Polynomial, Scaled, Sum
 from ._constraints import COMPUTE_CONSTRAINTS, POLYNOMIAL_CONSTRAINTS
+from ._finite import check_finite
 
 __all__ = ["PolynomialFeatureMap", "explicit_feature_map", "polynomial_feature_dim"]
 
@@ -164,7 +165,10 @@ class PolynomialFeatureMap(TransformerMixin, BaseEstimator):
         Xv = check_array_like(self, X, reset=False)
         dev = resolve_device(self.device if not isinstance(Xv, torch.Tensor) else (self.device or Xv.device))
         Xt = to_tensor(Xv, dtype=resolve_dtype(self.dtype, Xv), device=dev)
-        return as_output(self._map(Xt), X)
+        out = self._map(Xt)
+        check_finite(out, type(self).__name__, "the features", X=Xt,
+                     kernel=Polynomial(degree=int(self.degree), gamma=float(self.gamma), coef0=float(self.coef0)))
+        return as_output(out, X)
 
     def get_feature_names_out(self, input_features=None):
         check_is_fitted(self)

@@ -27,7 +27,7 @@ import torch
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
-from .._backend import as_output, make_generator, resolve_device, resolve_dtype, to_tensor
+from .._backend import as_output, make_generator, resolve_device, resolve_dtype, to_numpy, to_tensor
 from .._validation import Options, check_array_like, check_params
 from ..kernels import Constant, Kernel, Matern, Product, RBF, Scaled, Sum, resolve_kernel
 from ..linalg import row_blocks
@@ -148,6 +148,27 @@ def _orthogonalise(W: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
     return out * norms[None, :]
 
 
+def _scale_gamma(X, owner: str) -> float:
+    """scikit-learn's ``gamma="scale"``: ``1 / (n_features * X.var())`` (1.0 when the variance is 0);
+    an error naming ``gamma="scale"`` when that is not a positive finite float."""
+    with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+        if hasattr(X, "tocsr"):
+            var = float(X.multiply(X).mean() - X.mean() ** 2)
+        elif isinstance(X, torch.Tensor):
+            Xd = X.to_dense() if X.is_sparse else X
+            var = float(Xd.double().var(unbiased=False))
+        else:
+            var = float(np.asarray(X, dtype=np.float64).var())
+        if var == 0:
+            return 1.0
+        value = float(1.0 / (np.float64(X.shape[1]) * np.float64(var)))
+    if not (math.isfinite(var) and 0 < value < math.inf):
+        raise ValueError(f"{owner}: gamma='scale' is 1 / (n_features * X.var()), and X.var() = {var:.3g} on this data "
+                         f"gives gamma = {value:.3g}, not a positive finite float; rescale X (e.g. with "
+                         "StandardScaler) or give gamma explicitly.")
+    return value
+
+
 class RandomFourierFeatures(TransformerMixin, BaseEstimator):
     """Random Fourier features of a stationary kernel: ``z(x)^T z(y) ~ k(x, y)``.
 
@@ -162,7 +183,12 @@ class RandomFourierFeatures(TransformerMixin, BaseEstimator):
     variant : {"cossin", "phase"}, default="cossin"
     orthogonal : bool, default=False
         Orthogonal random features (lower variance); RBF and Matérn kernels only (isotropic).
-    gamma, kernel_params : as in :class:`mercer.KernelRidge`, for a string ``kernel``.
+    gamma : float, "scale" or None, default=None
+        For a string ``kernel``, as in :class:`mercer.KernelRidge` (None: the kernel's default).
+        "scale" is scikit-learn's ``RBFSampler(gamma="scale")``: ``1 / (n_features * X.var())``
+        from the data given to ``fit`` (1.0 when ``X.var()`` is 0).
+    kernel_params : dict, optional
+        For a string ``kernel``.
     random_state : int, RandomState or None
     device, dtype : optional
         Where and in which precision to compute (numpy in -> numpy out; torch in -> torch out).
@@ -174,13 +200,15 @@ class RandomFourierFeatures(TransformerMixin, BaseEstimator):
         The random phases (``variant="phase"``).
     amplitude_ : float
         ``k(x, x)``; the features are scaled by ``sqrt(amplitude_ / m)``.
+    random_weights_, random_offset_ : ndarray
+        The same map in scikit-learn's ``RBFSampler`` parametrisation (read-only properties).
     n_features_out_ : int
     kernel_ : Kernel
     """
 
     _parameter_constraints: dict = {
         "kernel": KERNEL_CONSTRAINTS["kernel"],
-        "gamma": KERNEL_CONSTRAINTS["gamma"],
+        "gamma": [Options("scale"), *KERNEL_CONSTRAINTS["gamma"]],
         "kernel_params": KERNEL_CONSTRAINTS["kernel_params"],
         "device": COMPUTE_CONSTRAINTS["device"],
         "dtype": COMPUTE_CONSTRAINTS["dtype"],
@@ -208,11 +236,13 @@ class RandomFourierFeatures(TransformerMixin, BaseEstimator):
         self.dtype = dtype
 
     def fit(self, X, y=None):
-        """Draw the frequencies for ``X``'s number of features (only ``X.shape[1]`` is used)."""
+        """Draw the frequencies for ``X``'s number of features (only ``X.shape[1]`` is used, and
+        ``X.var()`` for ``gamma="scale"``)."""
         check_params(self)
         owner = type(self).__name__
         Xv = check_array_like(self, X, reset=True, accept_sparse=True)
-        kernel = resolve_kernel(self.kernel, gamma=self.gamma, kernel_params=self.kernel_params, owner=owner)
+        gamma = _scale_gamma(Xv, owner) if isinstance(self.gamma, str) else self.gamma
+        kernel = resolve_kernel(self.kernel, gamma=gamma, kernel_params=self.kernel_params, owner=owner)
         if not kernel.is_stationary:
             raise _not_stationary(kernel, owner)
         if self.orthogonal and not _isotropic(kernel):
@@ -255,6 +285,27 @@ class RandomFourierFeatures(TransformerMixin, BaseEstimator):
         dev = self.frequencies_.device if not isinstance(Xv, torch.Tensor) else Xv.device
         Xt = to_tensor(Xv, dtype=self.frequencies_.dtype, device=dev)
         return as_output(self._features(Xt), X)
+
+    @property
+    def random_weights_(self) -> np.ndarray:
+        """The frequencies in scikit-learn's ``RBFSampler`` form (numpy, shape ``(n_features_in_,
+        n_features_out_)``): ``transform(X) = sqrt(2 amplitude_ / D) cos(X random_weights_ +
+        random_offset_)`` with ``D = n_features_out_``. For ``variant="cossin"`` each frequency
+        appears twice, once with offset 0 (the cosine) and once with offset -pi/2 (the sine)."""
+        check_is_fitted(self)
+        W = to_numpy(self.frequencies_)
+        return W if self.variant == "phase" else np.hstack([W, W])
+
+    @property
+    def random_offset_(self) -> np.ndarray:
+        """The phases in scikit-learn's ``RBFSampler`` form (numpy, shape ``(n_features_out_,)``);
+        see :attr:`random_weights_`."""
+        check_is_fitted(self)
+        if self.variant == "phase":
+            return to_numpy(self.offsets_)
+        m = self.frequencies_.shape[1]
+        dtype = to_numpy(self.frequencies_[:0]).dtype
+        return np.concatenate([np.zeros(m, dtype=dtype), np.full(m, -math.pi / 2, dtype=dtype)])
 
     def get_feature_names_out(self, input_features=None):
         check_is_fitted(self)

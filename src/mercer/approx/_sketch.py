@@ -41,6 +41,7 @@ from .._validation import Interval, check_array_like, check_params
 from ..kernels import Linear, Polynomial
 from ..linalg import default_memory_budget, plan_rows, row_blocks
 from ._constraints import COMPUTE_CONSTRAINTS, KERNEL_CONSTRAINTS, N_COMPONENTS, POLYNOMIAL_CONSTRAINTS
+from ._finite import check_finite
 
 #: Below this many output entries (rows x n_components) a transform runs on one thread: on a CPU
 #: shared with other processes a small multi-threaded op waits scheduler slices for its second
@@ -112,6 +113,8 @@ class _PolySketchBase(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         with num_threads(1 if small else None):
             for rs in row_blocks(n, rows, desc=type(self).__name__):
                 out[rs] = self._features(Xt[rs])
+        check_finite(out, type(self).__name__, "the features", X=Xt,
+                     kernel=Polynomial(degree=self.degree_, gamma=self.gamma_, coef0=self.coef0_))
         return as_output(out, X)
 
     def __sklearn_tags__(self):
@@ -251,7 +254,14 @@ class RandomMaclaurin(_PolySketchBase):
     def _draw(self, d: int, m: int, gen: torch.Generator) -> None:
         q = self.p_base
         p, g, c = self.degree_, self.gamma_, self.coef0_
-        coef = np.array([math.comb(p, n) * c ** (p - n) * g ** n for n in range(p + 1)])
+        try:
+            coef = np.array([math.comb(p, n) * c ** (p - n) * g ** n for n in range(p + 1)])
+        except OverflowError:
+            coef = np.array([np.inf])
+        if not np.all(np.isfinite(coef)):
+            raise ValueError(f"{type(self).__name__}: the kernel's Maclaurin coefficients C(p, n) coef0^(p-n) gamma^n "
+                             f"overflow float64 with gamma={g:.3g}, coef0={c:.3g}, degree={p}; use a smaller gamma "
+                             "or coef0 (or rescale X).")
         prob = np.where(coef > 0, float(q) ** -(np.arange(p + 1) + 1.0), 0.0)
         prob /= prob.sum()
         degrees = torch.multinomial(torch.as_tensor(prob), m, replacement=True, generator=gen)

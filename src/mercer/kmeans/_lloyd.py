@@ -16,6 +16,7 @@ import torch
 from sklearn.exceptions import ConvergenceWarning
 
 from .._backend import row_sq_norms
+from .._progress import task
 from ._passes import block_rows, own_sq, top2
 from ._seeding import seed_indices
 
@@ -55,7 +56,7 @@ def warn_distinct(owner: str, labels: torch.Tensor, k: int) -> None:
     """``ConvergenceWarning`` when fewer than ``k`` distinct labels were found (duplicate points)."""
     found = int(torch.unique(labels).numel())
     if found < k:
-        warnings.warn(f"Number of distinct clusters ({found}) found smaller than n_clusters ({k}) in {owner}. "
+        warnings.warn(f"{owner}: Number of distinct clusters ({found}) found smaller than n_clusters ({k}). "
                       "Possibly due to duplicate points in X.", ConvergenceWarning, stacklevel=4)
 
 
@@ -109,8 +110,20 @@ def _move_bounds(delta, labels, u, l, bounds):
     u.add_(delta[labels])
 
 
+def _silent(line: str) -> None:
+    """The ``report`` that says nothing."""
+
+
+def _report_iteration(report, it, X, C, labels, w, rows) -> None:
+    """``report("Iteration i, inertia J.")`` (scikit-learn's verbose line; one extra distance pass)."""
+    if report is not None:
+        mind = own_sq(X, C, labels, rows)
+        report(f"Iteration {it - 1}, inertia {float(mind.sum() if w is None else (mind * w).sum())}.")
+
+
 def lloyd(X: torch.Tensor, x_sq: torch.Tensor, centers: torch.Tensor, *, rows: int,
-          sample_weight: torch.Tensor | None = None, max_iter: int = 300, tol: float = 0.0) -> KMeansResult:
+          sample_weight: torch.Tensor | None = None, max_iter: int = 300, tol: float = 0.0,
+          bounds: bool | None = None, report=None) -> KMeansResult:
     """Lloyd's iterations from ``centers`` (k, d); assignments skip the points that Hamerly's
     bounds prove unchanged.
 
@@ -119,7 +132,9 @@ def lloyd(X: torch.Tensor, x_sq: torch.Tensor, centers: torch.Tensor, *, rows: i
     ``l -= max(delta)``. A point with ``u < max(l, s/2)`` (``s``: distance from its centre to
     the nearest other centre) keeps its label, so only the others are recomputed, exactly --
     the labels are those of plain Lloyd, at a fraction of the cost once few points move.
-    With fewer than :data:`MIN_CLUSTERS_FOR_BOUNDS` centres every step is a plain blocked pass.
+    With fewer than :data:`MIN_CLUSTERS_FOR_BOUNDS` centres every step is a plain blocked pass
+    (``bounds=None``; True or False forces the choice). ``report`` (a callable taking a line, e.g.
+    ``print``) receives scikit-learn's verbose lines: the inertia per iteration and how the run stopped.
 
     Stops when the labels no longer change, when the summed squared shift of the centres is at
     most ``tol`` (absolute), or after ``max_iter`` iterations. ``x_sq`` holds the squared row norms
@@ -127,29 +142,37 @@ def lloyd(X: torch.Tensor, x_sq: torch.Tensor, centers: torch.Tensor, *, rows: i
     """
     w, C = sample_weight, centers
     # with few centres a plain pass costs little more than checking the bounds
-    bounds = C.shape[0] >= MIN_CLUSTERS_FOR_BOUNDS
+    bounds = C.shape[0] >= MIN_CLUSTERS_FOR_BOUNDS if bounds is None else bool(bounds and C.shape[0] > 1)
     labels, d1, d2 = top2(X, x_sq, C, rows, second=bounds)
     u, l = d1.sqrt(), d2.sqrt()
     labels_old = None
     strict = False
     it = 0
     Xw = X if w is None else X * w[:, None]
+    bar = task("Lloyd (k-means)", total=max_iter, unit="it")
     for it in range(1, max_iter + 1):
         if it > 1 and not bounds:
             labels = top2(X, x_sq, C, rows, second=False)[0]
         elif it > 1:
             labels, u, l = _bounded_assignment(X, x_sq, C, labels, u, l, rows)
+        _report_iteration(report, it, X, C, labels, w, rows)
         C_new = _update_centres(X, Xw, C, labels, w, rows)
         delta = ((C_new - C) ** 2).sum(1)
         shift = float(delta.sum())
         C = C_new
         _move_bounds(delta.sqrt_(), labels, u, l, bounds)
+        bar.update(it, shift=shift)
         if labels_old is not None and torch.equal(labels, labels_old):
             strict = True
+            if report is not None:
+                report(f"Converged at iteration {it - 1}: strict convergence.")
             break
         if shift <= tol:
+            if report is not None:
+                report(f"Converged at iteration {it - 1}: center shift {shift} within tolerance {tol}.")
             break
         labels_old = labels
+    bar.close()
     labels = top2(X, x_sq, C, rows, second=False)[0]
     mind = own_sq(X, C, labels, rows)
     inertia = float(mind.sum() if w is None else (mind * w).sum())
@@ -160,9 +183,9 @@ def lloyd(X: torch.Tensor, x_sq: torch.Tensor, centers: torch.Tensor, *, rows: i
 def kmeans(X: torch.Tensor, n_clusters: int, *, memory_budget: int, init="k-means++", n_init: int = 1,
            max_iter: int = 300, tol: float = 1e-4, sample_weight: torch.Tensor | None = None,
            n_local_trials: int | None = None, generator: torch.Generator | None = None,
-           owner: str = "kmeans") -> KMeansResult:
+           owner: str = "kmeans", bounds: bool | None = None, report=None) -> KMeansResult:
     """k-means of the rows of ``X`` (n, d): ``n_init`` seedings, Lloyd's iterations from each, the
-    run with the lowest inertia kept.
+    run with the lowest inertia kept: a :class:`KMeansResult`, centres in the original coordinates.
 
     The data are centred first (distances are invariant, round-off is smaller). Distances are
     computed in blocks of rows planned from ``memory_budget`` (bytes).
@@ -176,6 +199,8 @@ def kmeans(X: torch.Tensor, n_clusters: int, *, memory_budget: int, init="k-mean
         Seeding rule (drawn with ``generator``), or the initial centres (same dtype and device as X).
     n_init, max_iter : int
         Runs (the one with the lowest inertia is kept); Lloyd iterations per run.
+    bounds, report :
+        As in :func:`lloyd` (``report`` also gets "Initialization complete" after each seeding).
     tol : float
         Convergence when the summed squared shift of the centres is at most ``tol`` times the mean
         per-feature variance of X (scikit-learn's rule), or when the labels stop changing.
@@ -186,13 +211,8 @@ def kmeans(X: torch.Tensor, n_clusters: int, *, memory_budget: int, init="k-mean
         CPU generator of the seeding draws (needed when ``init`` is a rule).
     owner : str
         Named in the ``ConvergenceWarning`` issued when fewer than k distinct clusters were found.
-
-    Returns
-    -------
-    :class:`KMeansResult` with the centres in the original (uncentred) coordinates.
     """
-    n, d = X.shape
-    k = n_clusters
+    (n, d), k, report = X.shape, n_clusters, report or _silent
     mean = X.mean(0)
     Xc = X - mean
     x_sq = row_sq_norms(Xc)
@@ -211,7 +231,9 @@ def kmeans(X: torch.Tensor, n_clusters: int, *, memory_budget: int, init="k-mean
                                  n_local_trials=n_local_trials)].clone()
         else:
             C0 = init - mean
-        result = lloyd(Xc, x_sq, C0, rows=rows, sample_weight=sample_weight, max_iter=max_iter, tol=tol_abs)
+        report("Initialization complete")
+        result = lloyd(Xc, x_sq, C0, rows=rows, sample_weight=sample_weight, max_iter=max_iter, tol=tol_abs,
+                       bounds=bounds, report=None if report is _silent else report)
         log.debug("%s: run %d, inertia %.6g after %d iterations", owner, run, result.inertia, result.n_iter)
         if best is None or result.inertia < best.inertia:
             best = result

@@ -71,9 +71,18 @@ def own_sq(X: torch.Tensor, C: torch.Tensor, labels: torch.Tensor, rows: int) ->
 
 
 def sq_distances(X: torch.Tensor, C: torch.Tensor, rows: int) -> torch.Tensor:
-    """All squared distances ``(n, k)`` of the rows of ``X`` to the centres ``C``, clamped at 0."""
+    """All squared distances ``(n, k)`` of the rows of ``X`` to the centres ``C``, clamped at 0.
+
+    Entries within the round-off of the expansion (below ``64 eps (|x|^2 + |c|^2)``) are recomputed
+    by subtraction, so a point at a centre is at distance exactly 0 there."""
     c_sq = (C * C).sum(1)[None, :]
     out = torch.empty(X.shape[0], C.shape[0], dtype=X.dtype, device=X.device)
+    eps64 = 64 * torch.finfo(X.dtype).eps
     for s in row_blocks(X.shape[0], rows, desc="k-means distances"):
-        out[s] = torch.addmm(c_sq, X[s], C.T, alpha=-2.0).add_((X[s] * X[s]).sum(1)[:, None])
+        x_sq = (X[s] * X[s]).sum(1)[:, None]
+        D = torch.addmm(c_sq, X[s], C.T, alpha=-2.0).add_(x_sq)
+        i, j = torch.nonzero(D <= eps64 * (x_sq + c_sq), as_tuple=True)
+        if i.numel():
+            D[i, j] = ((X[s][i] - C[j]) ** 2).sum(1)
+        out[s] = D
     return out.clamp_min_(0.0)

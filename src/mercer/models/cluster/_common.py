@@ -41,8 +41,8 @@ KMEANS_CONSTRAINTS: dict = {
 
 def check_init(owner: str, init, k: int, d: int):
     """``init`` (already checked against the table) as the rule name or a float64 array of shape
-    ``(k, d)``, the shape the data ask for."""
-    if isinstance(init, str):
+    ``(k, d)``, the shape the data ask for (a callable, which only KMeans admits, is returned as is)."""
+    if isinstance(init, str) or callable(init):
         return init
     arr = to_numpy(init) if is_torch(init) else np.asarray(init, dtype=np.float64)
     if arr.shape != (k, d):
@@ -55,11 +55,11 @@ def check_init(owner: str, init, k: int, d: int):
 
 
 def resolve_n_init(owner: str, n_init, init) -> int:
-    """Restarts: "auto" is 10 for ``init="random"``, else 1; an explicit array of centres gets one
-    run (with a ``RuntimeWarning`` when more were asked for)."""
+    """Restarts: "auto" is 10 for ``init="random"`` (or a callable), else 1; an explicit array of
+    centres gets one run (with a ``RuntimeWarning`` when more were asked for)."""
     if isinstance(n_init, str):
-        return 10 if (isinstance(init, str) and init == "random") else 1
-    if not isinstance(init, str) and n_init != 1:
+        return 10 if (isinstance(init, str) and init == "random") or callable(init) else 1
+    if not isinstance(init, str) and not callable(init) and n_init != 1:
         warnings.warn(f"Explicit initial center position passed: performing only one init in {owner} "
                       f"instead of n_init={n_init}.", RuntimeWarning, stacklevel=3)
         return 1

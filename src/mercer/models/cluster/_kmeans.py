@@ -11,22 +11,29 @@ from __future__ import annotations
 
 import logging
 import time
+import warnings
 from numbers import Integral
 
 import numpy as np
 import torch
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin
+from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
 from ..._backend import as_output, make_generator, row_sq_norms
-from ..._validation import Interval, check_at_most, check_params
+from ..._validation import Interval, Options, check_at_most, check_params
 from ...kmeans import assign, block_rows, kmeans, sq_distances
 from .._base import COMPUTE_CONSTRAINTS, KernelEstimatorMixin
-from ._common import KMEANS_CONSTRAINTS, check_init, resolve_n_init, sample_weights
+from ._common import _INIT_RULES, KMEANS_CONSTRAINTS, _InitArray, check_init, resolve_n_init, sample_weights
 
 __all__ = ["KMeans"]
 
 log = logging.getLogger(__name__)
+
+
+def _print(line: str) -> None:
+    """``verbose`` output, as scikit-learn's KMeans prints it (to standard output, flushed)."""
+    print(line, flush=True)  # noqa: T201 - the scikit-learn contract of verbose=1
 
 
 class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, KernelEstimatorMixin, BaseEstimator):
@@ -40,8 +47,10 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ke
     Parameters
     ----------
     n_clusters : int, default=8
-    init : {"k-means++", "random"} or array of shape (n_clusters, n_features), default="k-means++"
-        "k-means++" is the greedy variant of scikit-learn (``2 + log(k)`` local trials per centre).
+    init : {"k-means++", "random"}, callable or array of shape (n_clusters, n_features), default="k-means++"
+        "k-means++" is the greedy variant of scikit-learn (``2 + log(k)`` local trials per centre). A
+        callable is called as in scikit-learn, ``init(X, n_clusters, random_state)`` (a
+        ``numpy.random.RandomState``), once per run, and returns the initial centres.
     n_init : "auto" or int, default="auto"
         Restarts; the run with the lowest inertia is kept. "auto": 10 for ``init="random"``, else 1.
     max_iter : int, default=300
@@ -50,7 +59,20 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ke
         per-feature variance of X (scikit-learn's rule), or when the labels stop changing.
     n_local_trials : int, optional
         Candidates tried per k-means++ centre; default ``2 + int(log(n_clusters))``.
+    verbose : int, default=0
+        When positive, print scikit-learn's progress lines ("Initialization complete", the inertia
+        at each iteration, how the run converged) to standard output.
     random_state : int, RandomState or None
+    copy_x : bool, default=True
+        Accepted for scikit-learn compatibility: mercer never modifies ``X`` (the centred copy it
+        computes on is its own), so ``False`` changes nothing.
+    algorithm : {"lloyd", "elkan"}, default="lloyd"
+        Both give the labels of plain Lloyd's algorithm (exactly); they differ in the work per
+        iteration. "lloyd" skips, from :data:`~mercer.kmeans.MIN_CLUSTERS_FOR_BOUNDS` clusters on,
+        the distance computations that triangle-inequality bounds prove unnecessary; "elkan" uses
+        those bounds at every ``n_clusters``. The bounds are Hamerly's (one lower bound per point,
+        O(n) memory) rather than Elkan's k lower bounds (O(n k) memory): see
+        :func:`mercer.kmeans.lloyd`.
     device, dtype, memory_budget : as in :class:`mercer.models.KernelRidge`.
 
     Attributes
@@ -73,17 +95,25 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ke
         **KMEANS_CONSTRAINTS,
         **COMPUTE_CONSTRAINTS,
         "n_local_trials": [Interval(Integral, 1, None, closed="left"), None],
+        "verbose": [Interval(Integral, 0, None, closed="left"), "boolean"],
+        "copy_x": ["boolean"],
+        "algorithm": [Options("lloyd", "elkan")],
+        "init": [_INIT_RULES, _InitArray(), "callable"],
     }
 
     _saved_private = ("_centers",)  # private state that mercer.io saves
 
-    def __init__(self, n_clusters=8, *, init="k-means++", n_init="auto", max_iter=300, tol=1e-4,
-                 n_local_trials=None, random_state=None, device=None, dtype=None, memory_budget=None):
+    def __init__(self, n_clusters=8, *, init="k-means++", n_init="auto", max_iter=300, tol=1e-4, verbose=0,
+                 random_state=None, copy_x=True, algorithm="lloyd", n_local_trials=None, device=None, dtype=None,
+                 memory_budget=None):
         self.n_clusters = n_clusters
         self.init = init
         self.n_init = n_init
         self.max_iter = max_iter
         self.tol = tol
+        self.verbose = verbose
+        self.copy_x = copy_x
+        self.algorithm = algorithm
         self.n_local_trials = n_local_trials
         self.random_state = random_state
         self.device = device
@@ -99,17 +129,15 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ke
         n, d = Xv.shape
         check_at_most(owner, "n_clusters", self.n_clusters, n)
         init = check_init(owner, self.init, self.n_clusters, d)
-        n_init = resolve_n_init(owner, self.n_init, init)
+        n_init = self._n_init = resolve_n_init(owner, self.n_init, init)
+        if self.algorithm == "elkan" and self.n_clusters == 1:
+            warnings.warn("algorithm='elkan' doesn't make sense for a single cluster. Using 'lloyd' instead.",
+                          RuntimeWarning, stacklevel=2)
         self._setup_compute(Xv)
         Xt = self._tensor(Xv)
         w = sample_weights(self, sample_weight, n, Xt.dtype, Xt.device)
-        if not isinstance(init, str):
-            init = torch.tensor(np.array(init), dtype=Xt.dtype, device=Xt.device)
         t0 = time.perf_counter()
-        result = kmeans(Xt, int(self.n_clusters), init=init, n_init=n_init, max_iter=self.max_iter,
-                        tol=float(self.tol), sample_weight=w, n_local_trials=self.n_local_trials,
-                        generator=make_generator(self.random_state),  # CPU draws: the same seeds on every device
-                        memory_budget=self._budget, owner=owner)
+        result = self._run(Xv, Xt, init, n_init, w)
         self._centers = result.centers
         self.cluster_centers_ = as_output(self._centers, X)
         self.labels_ = as_output(result.labels, X)
@@ -119,6 +147,25 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ke
         log.info("%s: n=%d, k=%d, inertia %.6g, %d iterations, %.2f s", owner, n, self.n_clusters, self.inertia_,
                  self.n_iter_, self.fit_time_)
         return self
+
+    def _run(self, Xv, Xt, init, n_init: int, w):
+        """The k-means runs; a callable ``init`` is called once per run (the best run is kept)."""
+        owner = type(self).__name__
+        kw = dict(max_iter=self.max_iter, tol=float(self.tol), sample_weight=w, n_local_trials=self.n_local_trials,
+                  generator=make_generator(self.random_state),  # CPU draws: the same seeds on every device
+                  memory_budget=self._budget, owner=owner, bounds=True if self.algorithm == "elkan" else None,
+                  report=_print if self.verbose else None)
+        if isinstance(init, str):
+            return kmeans(Xt, int(self.n_clusters), init=init, n_init=n_init, **kw)
+        rs = check_random_state(self.random_state)
+        best = None
+        for _ in range(n_init if callable(init) else 1):
+            C0 = check_init(owner, init(Xv, self.n_clusters, random_state=rs) if callable(init) else init,
+                            self.n_clusters, Xt.shape[1])
+            res = kmeans(Xt, int(self.n_clusters), init=torch.tensor(np.array(C0), dtype=Xt.dtype, device=Xt.device),
+                         n_init=1, **kw)
+            best = res if best is None or res.inertia < best.inertia else best
+        return best
 
     def fit_predict(self, X, y=None, sample_weight=None):
         return self.fit(X, sample_weight=sample_weight).labels_

@@ -23,7 +23,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from ..._backend import as_output
 from ..._validation import Interval, Options, check_params, describe
-from ...approx import explicit_feature_map
+from ...approx import check_finite, explicit_feature_map
 from ...linalg import KernelOperator, MemoryBudgetError, format_bytes, jittered_cholesky, plan_rows, row_blocks
 from .._base import (COMPUTE_CONSTRAINTS, KERNEL_CONSTRAINTS, KernelEstimatorMixin, check_class_labels,
                      labels_from_scores)
@@ -61,18 +61,90 @@ def _check_alpha(alpha, n_targets: int, owner: str) -> np.ndarray:
     return arr
 
 
+class NormalEquations:
+    """Weighted normal equations ``F^T W F`` and ``F^T W Y`` summed over row blocks of features ``F``
+    (n, D) and targets ``Y`` (n, t); with ``centre=True`` they are those of the centred data
+    ``F - mean(F)``, ``Y - mean(Y)`` (weighted means), whose solution with an unpenalised intercept
+    ``mean(Y) - mean(F) w`` is scikit-learn's ``Ridge(fit_intercept=True)``.
+
+    The sums are taken about a shift (the first block's weighted mean) and corrected at the end,
+    ``A = S - n_w (m - s)(m - s)^T``: exact, and free of the cancellation of ``F^T W F - n_w m m^T``
+    when the features have a large mean.
+    """
+
+    def __init__(self, D: int, t: int, *, dtype, device, centre: bool):
+        self.centre = centre
+        self.A = torch.zeros(D, D, dtype=dtype, device=device)
+        self.B = torch.zeros(D, t, dtype=dtype, device=device)
+        self.f_sum = torch.zeros(D, dtype=dtype, device=device)
+        self.y_sum = torch.zeros(t, dtype=dtype, device=device)
+        self.n_w = 0.0
+        self.f_shift = self.y_shift = None
+
+    def add(self, F: torch.Tensor, Y: torch.Tensor, w: torch.Tensor | None = None) -> None:
+        """Add a block of rows ``F`` (r, D), ``Y`` (r, t) with sample weights ``w`` (r,) or None."""
+        F, Y = F.to(self.A.dtype), Y.to(self.A.dtype)
+        w = None if w is None else w.to(self.A.dtype)
+        if self.centre:
+            if self.f_shift is None:
+                tot = float(F.shape[0] if w is None else w.sum())
+                mean = (lambda Z: Z.mean(0)) if w is None or tot <= 0 else (lambda Z: (w @ Z) / tot)
+                self.f_shift, self.y_shift = mean(F), mean(Y)
+            F, Y = F - self.f_shift, Y - self.y_shift
+        Fw = F if w is None else F * w[:, None]
+        self.A.addmm_(Fw.T, F)
+        self.B.addmm_(Fw.T, Y)
+        if self.centre:
+            self.f_sum += Fw.sum(0)
+            self.y_sum += Y.sum(0) if w is None else w @ Y
+            self.n_w += float(F.shape[0] if w is None else w.sum())
+
+    def system(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(A, B)``: ``F^T W F`` and ``F^T W Y``, centred when asked."""
+        if not self.centre or self.n_w <= 0:
+            return self.A, self.B
+        df, dy = self.f_sum / self.n_w, self.y_sum / self.n_w
+        return self.A - self.n_w * torch.outer(df, df), self.B - self.n_w * torch.outer(df, dy)
+
+    def intercept(self, coef: torch.Tensor) -> np.ndarray:
+        """The unpenalised intercept ``mean(Y) - mean(F) coef`` (t,) (zeros without centring)."""
+        if not self.centre or self.n_w <= 0:
+            return np.zeros(self.B.shape[1])
+        f_mean = self.f_shift + self.f_sum / self.n_w
+        y_mean = self.y_shift + self.y_sum / self.n_w
+        return (y_mean - f_mean.to(coef.dtype) @ coef).double().cpu().numpy()
+
+
+def intercept_output(intercept: np.ndarray, y_1d: bool):
+    """``intercept_`` as scikit-learn's ``Ridge`` has it: a float for 1-d targets, else (t,)."""
+    return float(intercept[0]) if y_1d else np.asarray(intercept, dtype=np.float64)
+
+
+def add_intercept(out: torch.Tensor, intercept) -> torch.Tensor:
+    """Predictions (n, t) plus ``intercept_`` (a float or (t,); 0.0 when there is none)."""
+    b = np.atleast_1d(np.asarray(intercept, dtype=np.float64))
+    if not np.any(b):
+        return out
+    return out + torch.as_tensor(b, dtype=out.dtype, device=out.device)
+
+
 class _KernelRidgeBase(KernelEstimatorMixin, BaseEstimator):
     _parameter_constraints: dict = {
         **KERNEL_CONSTRAINTS,
         **COMPUTE_CONSTRAINTS,
         "alpha": [Interval(Real, 0, None, closed="left"), "array-like"],
         "solver": [Options("auto", "dual", "primal")],
+        "fit_intercept": ["boolean"],
     }
 
     def _after_load(self) -> None:
         """After :func:`mercer.io.load`: the memory budget, and the primal solver's explicit feature
-        map (a pure function of ``kernel_``)."""
+        map (a pure function of ``kernel_``). A model saved before ``fit_intercept`` existed has no
+        intercept (``intercept_ = 0.0``)."""
         super()._after_load()
+        if not hasattr(self, "intercept_"):
+            self.intercept_ = 0.0
+            self.fit_intercept = False
         if getattr(self, "solver_", None) == "primal":
             phi = explicit_feature_map(self.kernel_, self.n_features_in_)
             if phi is None or phi.dim != self.coef_.shape[0]:
@@ -99,20 +171,24 @@ class _KernelRidgeBase(KernelEstimatorMixin, BaseEstimator):
             raise ValueError(f"{owner}: solver='primal' needs a kernel with a finite explicit feature map (linear, polynomial); got {self.kernel_!r}.")
         t0 = time.perf_counter()
         if use_primal:
-            self.coef_ = self._solve_primal(phi, Xt, Yt, alphas, sw)
+            self.coef_, intercept = self._solve_primal(phi, Xt, Yt, alphas, sw)
             self._phi = phi
             self.solver_ = "primal"
             for attr in ("dual_coef_", "X_fit_"):
                 self.__dict__.pop(attr, None)
         else:
-            self.dual_coef_ = self._solve_dual(Xt, Yt, alphas, sw)
+            self.dual_coef_, intercept = self._solve_dual(Xt, Yt, alphas, sw)
             self.X_fit_ = Xt
             self.solver_ = "dual"
             self.__dict__.pop("coef_", None)
+        self.intercept_ = intercept
         self.fit_time_ = time.perf_counter() - t0
         log.info("%s: %s solve on n=%d in %.2f s", owner, self.solver_, Xt.shape[0], self.fit_time_)
 
     def _solve_dual(self, Xt, Yt, alphas, sw):
+        """Dual coefficients, and the intercept when asked: with ``A = K + alpha W^{-1}``, ``u = A^{-1} y``
+        and ``v = A^{-1} 1``, the unpenalised intercept is ``b = 1^T u / 1^T v`` and ``a = u - b v``
+        (the stationarity conditions ``(K + alpha W^{-1}) a = y - b 1``, ``1^T a = 0``)."""
         n = Xt.shape[0]
         op = KernelOperator(self.kernel_, Xt, memory_budget=self._budget)
         need = n * n * Xt.element_size()
@@ -122,6 +198,11 @@ class _KernelRidgeBase(KernelEstimatorMixin, BaseEstimator):
                 f"({format_bytes(need)}), more than the memory budget of {format_bytes(self._budget)}. "
                 + _APPROX_HINT
             )
+        s = torch.ones(n, dtype=Yt.dtype, device=Yt.device) if sw is None else sw
+        y_mean = torch.zeros(Yt.shape[1], dtype=Yt.dtype, device=Yt.device)
+        if self.fit_intercept:  # centred first: a large offset would cancel in u - b v
+            y_mean = (s * s) @ Yt / (s * s).sum().clamp_min(torch.finfo(Yt.dtype).tiny)
+            Yt = Yt - y_mean
         if sw is not None:
             Yt = Yt * sw[:, None]
 
@@ -132,9 +213,11 @@ class _KernelRidgeBase(KernelEstimatorMixin, BaseEstimator):
             return K
 
         coef = torch.empty_like(Yt)
+        intercept = y_mean.double().cpu().numpy()
         for a in np.unique(alphas):
             cols = torch.as_tensor(np.flatnonzero(alphas == a), device=Yt.device)
             K = gram()
+            check_finite(K, type(self).__name__, "the kernel values", X=Xt, kernel=self.kernel_)
             K.diagonal().add_(float(a))
 
             def rebuild(a=a):
@@ -144,11 +227,18 @@ class _KernelRidgeBase(KernelEstimatorMixin, BaseEstimator):
 
             factor = jittered_cholesky(K, rebuild=rebuild, owner=type(self).__name__)
             self.jitter_ = factor.jitter
-            coef[:, cols] = factor.solve(Yt[:, cols])
+            if self.fit_intercept:   # u and v in the scaled variables (A^{-1} = S (S K S + alpha I)^{-1} S)
+                sol = factor.solve(torch.cat([Yt[:, cols], s[:, None]], dim=1))
+                u, v = sol[:, :-1], sol[:, -1:]
+                b = (s @ u) / (s @ v)
+                coef[:, cols] = u - v * b[None, :]
+                intercept[cols.cpu().numpy()] += b.double().cpu().numpy()
+            else:
+                coef[:, cols] = factor.solve(Yt[:, cols])
             del K, factor
         if sw is not None:
             coef.mul_(sw[:, None])
-        return coef
+        return coef, intercept
 
     def _solve_primal(self, phi, Xt, Yt, alphas, sw):
         n, D = Xt.shape[0], phi.dim
@@ -161,16 +251,12 @@ class _KernelRidgeBase(KernelEstimatorMixin, BaseEstimator):
         # Each block holds its features, their weighted copy and a product's worth: 3 D per row.
         rows = plan_rows(n, 3 * D * item, budget=self._budget, fixed_bytes=D * D * item, max_bytes=None,
                          what=f"{type(self).__name__}'s primal solve")
-        A = torch.zeros(D, D, dtype=Xt.dtype, device=Xt.device)
-        B = torch.zeros(D, Yt.shape[1], dtype=Xt.dtype, device=Xt.device)
+        eq = NormalEquations(D, Yt.shape[1], dtype=Xt.dtype, device=Xt.device, centre=bool(self.fit_intercept))
+        w = None if sw is None else sw * sw
         for r in row_blocks(n, rows, desc="primal normal equations"):
-            F = phi(Xt[r])
-            y = Yt[r]
-            if sw is not None:
-                F = F * sw[r, None]
-                y = y * sw[r, None]
-            A.addmm_(F.T, F)
-            B.addmm_(F.T, y)
+            eq.add(phi(Xt[r]), Yt[r], None if w is None else w[r])
+        A, B = eq.system()
+        check_finite([A, B], type(self).__name__, "the normal equations' entries", X=Xt, kernel=self.kernel_, y=Yt)
         coef = torch.empty_like(B)
         for a in np.unique(alphas):
             cols = torch.as_tensor(np.flatnonzero(alphas == a), device=B.device)
@@ -179,7 +265,7 @@ class _KernelRidgeBase(KernelEstimatorMixin, BaseEstimator):
             factor = jittered_cholesky(M, owner=type(self).__name__)
             self.jitter_ = factor.jitter
             coef[:, cols] = factor.solve(B[:, cols])
-        return coef
+        return coef, eq.intercept(coef)
 
     # -- predict ------------------------------------------------------------------------------
     def _decision(self, X, dual_coef=None):
@@ -192,10 +278,14 @@ class _KernelRidgeBase(KernelEstimatorMixin, BaseEstimator):
                 return torch.zeros(0, self.coef_.shape[1], dtype=Xt.dtype, device=Xt.device)
             rows = plan_rows(n, 2 * D * Xt.element_size(), budget=self._budget, max_bytes=None,
                              what=f"{type(self).__name__}'s prediction")  # features and their product
-            return torch.cat([self._phi(Xt[r]) @ self.coef_ for r in row_blocks(n, rows, desc="predict")])
+            out = torch.cat([self._phi(Xt[r]) @ self.coef_ for r in row_blocks(n, rows, desc="predict")])
+            check_finite(out, type(self).__name__, "the predictions", X=Xt, kernel=self.kernel_)
+            return out
         coef = self.dual_coef_ if dual_coef is None else dual_coef
         op = KernelOperator(self.kernel_, Xt, self.X_fit_, memory_budget=self._budget, n_rhs=coef.shape[1])
-        return op.matvec(coef)
+        out = op.matvec(coef)
+        check_finite(out, type(self).__name__, "the predictions", X=Xt, kernel=self.kernel_)
+        return out
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -207,8 +297,11 @@ class _KernelRidgeBase(KernelEstimatorMixin, BaseEstimator):
 class KernelRidge(MultiOutputMixin, RegressorMixin, _KernelRidgeBase):
     """Kernel ridge regression, exact, with scikit-learn's ``KernelRidge`` parameters.
 
-    Minimises :math:`\\|y - K a\\|^2_W + \\alpha\\, a^T K a`, i.e. solves
-    :math:`(K + \\alpha W^{-1}) a = y`. ``alpha = n * lambda`` in the seeds' (and FALKON's) notation.
+    Minimises :math:`\\|y - K a - b\\|^2_W + \\alpha\\, a^T K a`, i.e. solves
+    :math:`(K + \\alpha W^{-1}) a = y - b`. ``alpha = n * lambda`` in the seeds' (and FALKON's) notation.
+    The offset ``b`` is 0 unless ``fit_intercept=True``, where it is unpenalised, as in scikit-learn's
+    ``Ridge`` (with the linear kernel the model is then ``Ridge(fit_intercept=True)``); it is then
+    ``b = 1^T A^{-1} y / 1^T A^{-1} 1`` with ``A = K + alpha W^{-1}``, and ``1^T a = 0``.
 
     Parameters
     ----------
@@ -219,6 +312,9 @@ class KernelRidge(MultiOutputMixin, RegressorMixin, _KernelRidgeBase):
         or any kernel object, composites included.
     gamma, degree, coef0, kernel_params :
         Passed to a kernel given by name (ignored by kernels that do not take them).
+    fit_intercept : bool, default=False
+        Fit an unpenalised offset ``intercept_``. False by default, as scikit-learn's
+        ``KernelRidge`` (which has none); True helps with a target whose mean is far from 0.
     solver : {"auto", "dual", "primal"}, default="auto"
         "auto" solves in the primal when the kernel has an explicit feature map of dimension
         ``D < n_samples`` (linear, polynomial), in the dual otherwise.
@@ -234,6 +330,8 @@ class KernelRidge(MultiOutputMixin, RegressorMixin, _KernelRidgeBase):
     dual_coef_ : tensor of shape (n_samples,) or (n_samples, n_targets) (dual solver)
     X_fit_ : tensor (dual solver)
     coef_ : tensor of shape (D, n_targets) (primal solver), weights on the explicit features
+    intercept_ : float or ndarray of shape (n_targets,)
+        0.0 unless ``fit_intercept=True``.
     solver_ : str
     kernel_ : Kernel
     jitter_ : float
@@ -244,8 +342,9 @@ class KernelRidge(MultiOutputMixin, RegressorMixin, _KernelRidgeBase):
     _saved_private = ("_y_1d",)  # private state that mercer.io saves
 
     def __init__(self, alpha=1.0, *, kernel="linear", gamma=None, degree=3, coef0=1, kernel_params=None,
-                 solver="auto", device=None, dtype=None, memory_budget=None):
+                 fit_intercept=False, solver="auto", device=None, dtype=None, memory_budget=None):
         self.alpha = alpha
+        self.fit_intercept = fit_intercept
         self.kernel = kernel
         self.gamma = gamma
         self.degree = degree
@@ -265,14 +364,17 @@ class KernelRidge(MultiOutputMixin, RegressorMixin, _KernelRidgeBase):
         Y = y.reshape(len(y), -1)
         self._fit_targets(X, Y, sw)
         self._y_1d = y.ndim == 1
+        self.intercept_ = intercept_output(self.intercept_, self._y_1d)
         if self._y_1d and self.solver_ == "dual":
             self.dual_coef_ = self.dual_coef_[:, 0]
         return self
 
     def predict(self, X):
-        """Predictions ``K(X, X_fit) @ dual_coef_`` (or ``phi(X) @ coef_``), blocked over rows."""
+        """Predictions ``K(X, X_fit) @ dual_coef_ + intercept_`` (or ``phi(X) @ coef_ + intercept_``),
+        blocked over rows."""
         coef = getattr(self, "dual_coef_", None)
-        out = self._decision(X, coef[:, None] if coef is not None and coef.ndim == 1 else None)
+        out = add_intercept(self._decision(X, coef[:, None] if coef is not None and coef.ndim == 1 else None),
+                            self.intercept_)
         if self._y_1d:
             out = out[:, 0]
         return as_output(out, X)
@@ -280,8 +382,8 @@ class KernelRidge(MultiOutputMixin, RegressorMixin, _KernelRidgeBase):
 
 class RidgeClassifierMixin:
     """``fit``, ``decision_function`` and ``predict`` of the ridge classifiers: ±1 one-vs-rest codes
-    (centred by the intercept) regressed by the host's ``_fit_targets``; scores from its
-    ``_decision``, in ``_score_dtype`` (None: the model's dtype)."""
+    regressed by the host's ``_fit_targets`` (with its unpenalised intercept when ``fit_intercept``);
+    scores from its ``_decision`` plus ``intercept_``, in ``_score_dtype`` (None: the model's dtype)."""
 
     _score_dtype: torch.dtype | None = None
     _saved_private = ("_binarizer",)  # private state that mercer.io saves
@@ -311,10 +413,10 @@ class KernelRidgeClassifier(RidgeClassifierMixin, ClassifierMixin, _KernelRidgeB
     """Classifier by kernel ridge regression on ±1 codes, one-vs-rest (like ``RidgeClassifier``).
 
     Takes :class:`KernelRidge`'s parameters plus ``class_weight`` (None, "balanced" or a dict),
-    which multiplies the sample weights, and ``fit_intercept``: when true (default), the weighted
-    mean of the ±1 codes is an unpenalised offset ``intercept_`` and the kernel model fits the
-    residual codes (a kernel machine has no intercept of its own; without it, imbalanced classes
-    are pulled towards zero scores).
+    which multiplies the sample weights, and ``fit_intercept``: when true (default), each code gets
+    an unpenalised offset ``intercept_``, fitted jointly with the kernel model as in
+    ``RidgeClassifier`` (a kernel machine has no intercept of its own; without it, imbalanced
+    classes are pulled towards zero scores). With the linear kernel this is ``RidgeClassifier``.
 
     Attributes
     ----------
@@ -347,8 +449,8 @@ class KernelRidgeClassifier(RidgeClassifierMixin, ClassifierMixin, _KernelRidgeB
 
 
 def _classification_targets(est, X, y, sample_weight):
-    """±1 one-vs-rest codes of ``y`` minus the intercept, and the sample weights (with
-    ``class_weight``). Sets ``classes_``, ``intercept_`` and ``_binarizer`` on ``est``."""
+    """±1 one-vs-rest codes of ``y`` and the sample weights (with ``class_weight``). Sets
+    ``classes_`` and ``_binarizer`` on ``est``."""
     owner = type(est).__name__
     y = check_class_labels(owner, y, X.shape[0])[0]
     est._binarizer = LabelBinarizer(pos_label=1, neg_label=-1)
@@ -363,11 +465,7 @@ def _classification_targets(est, X, y, sample_weight):
     if est.class_weight is not None:
         cw = compute_sample_weight(est.class_weight, y)
         sw = cw if sw is None else sw * cw
-    # Unpenalised offset: the (weighted) mean code, so that imbalanced classes are not pulled
-    # towards zero scores (a kernel has no intercept of its own).
-    w = np.ones(len(y)) if sw is None else sw
-    est.intercept_ = (w @ Y) / max(w.sum(), np.finfo(float).tiny) if est.fit_intercept else np.zeros(Y.shape[1])
-    return Y - est.intercept_, sw
+    return Y, sw
 
 
 def _predict_labels(est, scores, X):

@@ -34,11 +34,12 @@ from sklearn.utils.validation import check_is_fitted
 
 from ..._backend import as_output, make_generator, to_numpy
 from ..._validation import Interval, Options, check_at_most, check_params
-from ...approx import LANDMARKS_CONSTRAINTS, check_landmarks_param, select_landmarks
+from ...approx import (LANDMARKS_CONSTRAINTS, check_finite, check_landmarks_param, check_params_fit_dtype,
+                       select_landmarks)
 from ...linalg import (ConvergenceWarning, FalkonPreconditioner, KernelOperator, MemoryBudgetError, conjugate_gradient,
                        falkon_solve_bytes, format_bytes, jittered_cholesky)
 from .._base import COMPUTE_CONSTRAINTS, KERNEL_CONSTRAINTS, KernelEstimatorMixin
-from ._exact import RidgeClassifierMixin, _check_alpha
+from ._exact import RidgeClassifierMixin, _check_alpha, add_intercept, intercept_output
 
 __all__ = ["NystroemKernelRidge", "NystroemKernelRidgeClassifier"]
 
@@ -64,8 +65,16 @@ class _NystroemRidgeBase(KernelEstimatorMixin, BaseEstimator):
         "max_iter": [Interval(Integral, 1, None, closed="left")],
         "tol": [Interval(Real, 0, None, closed="left")],
         "preconditioner": [Options("falkon", "none")],
+        "fit_intercept": ["boolean"],
         "random_state": ["random_state"],
     }
+
+    def _after_load(self) -> None:
+        """After :func:`mercer.io.load`: a model saved before ``fit_intercept`` existed has none."""
+        super()._after_load()
+        if not hasattr(self, "intercept_"):
+            self.intercept_ = 0.0
+            self.fit_intercept = False
 
     @staticmethod
     def direct_max_centers(n_features: int) -> int:
@@ -88,15 +97,27 @@ class _NystroemRidgeBase(KernelEstimatorMixin, BaseEstimator):
         gen = make_generator(self.random_state)  # CPU draws: the same centres on every device
         Z, idx = select_landmarks(Xt, M, centers, kernel=self.kernel_, generator=gen, memory_budget=self._budget,
                                   reg=float(alphas.mean()) if alphas.mean() > 0 else None, owner=type(self).__name__)
-        op, Yt, w = self._operator(Xt, Z, Y, sw, direct, tile_budget=max(self._budget - need, 1 << 24))
-        rhs = op.rmatvec(Yt if w is None else Yt * w[:, None], out_dtype=torch.float64)  # K_nM^T W y
+        y_mean = (Y.mean(0) if sw is None else (sw @ Y) / n_w) if self.fit_intercept else np.zeros(Y.shape[1])
+        op, Yt, w = self._operator(Xt, Z, Y - y_mean, sw, direct, tile_budget=max(self._budget - need, 1 << 24))
+        rhs = op.rmatvec(Yt if w is None else Yt * w[:, None], out_dtype=torch.float64)  # K_nM^T W (y - mean y)
+        # With an intercept the system is that of the centred columns, K_c = K_nM - 1 k_mean^T:
+        # K_c^T W K_c = K_nM^T W K_nM - n_w k_mean k_mean^T, and K_c^T W y_c = K_nM^T W y_c.
+        self._k_mean = (op.rmatvec(torch.ones_like(Yt[:, 0]) if w is None else w, out_dtype=torch.float64) / n_w
+                        if self.fit_intercept else None)
         K_mm = self.kernel_(Z.to(torch.float64))
+        check_finite(K_mm, type(self).__name__, "the centres' kernel values", X=X, kernel=self.kernel_, dtype=op.dtype)
+        check_finite([rhs] + ([] if self._k_mean is None else [self._k_mean]), type(self).__name__,
+                     "the kernel values (K_nM^T W y)", X=X, kernel=self.kernel_, dtype=op.dtype, y=Y)
         self.n_iter_ = np.zeros(Y.shape[1], dtype=int)
         self.residual_ = np.zeros(Y.shape[1])
         self.jitter_ = 0.0
         self.solver_ = "direct" if direct else "cg"
         solve = self._solve_direct if direct else self._solve_cg
         self.coef_ = solve(op, w, n_w, rhs, K_mm, _alpha_groups(alphas))
+        check_finite(self.coef_, type(self).__name__, "the fitted coefficients", X=X, kernel=self.kernel_,
+                     dtype=op.dtype, y=Y)
+        self.intercept_ = y_mean - (0.0 if self._k_mean is None else to_numpy(self._k_mean @ self.coef_))
+        del self._k_mean
         self.centers_ = Z
         self.center_indices_ = None if idx is None else to_numpy(idx)
         self.n_centers_ = M
@@ -121,6 +142,7 @@ class _NystroemRidgeBase(KernelEstimatorMixin, BaseEstimator):
             raise ValueError(f"{owner} needs a kernel on feature vectors; kernel='precomputed' is not supported "
                              "(use KernelRidge).")
         self._setup_compute(X)
+        check_params_fit_dtype(self.kernel_, self._dtype, owner)
         return centers, M, alphas
 
     def _plan(self, M: int, d: int, t: int) -> tuple[bool, int]:
@@ -152,6 +174,8 @@ class _NystroemRidgeBase(KernelEstimatorMixin, BaseEstimator):
     def _solve_direct(self, op, w, n_w, rhs, K_mm, groups):
         """(K_nM^T W K_nM + alpha K_MM) beta = K_nM^T W y by Cholesky: one pass over the tiles."""
         H = op.kt_k(weights=w, out_dtype=torch.float64)
+        if self._k_mean is not None:
+            H.sub_(torch.outer(self._k_mean, self._k_mean), alpha=n_w)
         coef = torch.empty_like(rhs)
         for a, cols in groups.items():
             A = H.clone()
@@ -174,7 +198,7 @@ class _NystroemRidgeBase(KernelEstimatorMixin, BaseEstimator):
             else:
                 prec = prec.with_lam(lam, owner=type(self).__name__)
             self.jitter_ = max(self.jitter_, prec.jitter)
-            matvec = prec.system(lambda v: op.kt_k_v(v, weights=w, out_dtype=torch.float64), n_w)
+            matvec = prec.system(lambda v: self._kt_k_v(op, v, w, n_w), n_w)
             t0 = time.perf_counter()
             res = conjugate_gradient(matvec, prec.rhs(rhs[:, cols], n_w), tol=float(self.tol),
                                      max_iter=int(self.max_iter), callback=self._log_iteration(t0))
@@ -188,6 +212,14 @@ class _NystroemRidgeBase(KernelEstimatorMixin, BaseEstimator):
                     f"relative residual {float(res.residual.max()):.2e} > tol={self.tol}; the model is usable but "
                     "not fully converged. Raise max_iter (or tol).", ConvergenceWarning, stacklevel=4)
         return coef
+
+    def _kt_k_v(self, op, v, w, n_w):
+        """``K_c^T W K_c v`` in float64: ``K_nM^T W K_nM v``, centred when there is an intercept."""
+        out = op.kt_k_v(v, weights=w, out_dtype=torch.float64)
+        if self._k_mean is not None:
+            proj = self._k_mean @ v
+            out -= n_w * (torch.outer(self._k_mean, proj) if v.ndim == 2 else self._k_mean * proj)
+        return out
 
     @staticmethod
     def _log_iteration(t0):
@@ -204,7 +236,9 @@ class _NystroemRidgeBase(KernelEstimatorMixin, BaseEstimator):
         Xt = self._tensor(Xv).to(self.centers_.device)
         coef = self.coef_[:, None] if self.coef_.ndim == 1 else self.coef_
         op = KernelOperator(self.kernel_, Xt, self.centers_, memory_budget=self._budget, n_rhs=coef.shape[1])
-        return op.matvec(coef.to(Xt.dtype))
+        out = op.matvec(coef.to(Xt.dtype))
+        check_finite(out, type(self).__name__, "the predictions", X=Xv, kernel=self.kernel_, dtype=Xt.dtype)
+        return out
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -239,6 +273,11 @@ _PARAMS_DOC = """
     preconditioner : {"falkon", "none"}, default="falkon"
         "none" keeps only the change of variables by ``chol(K_MM)`` (see
         :class:`mercer.linalg.FalkonPreconditioner`).
+    fit_intercept : bool, default=True
+        Fit an unpenalised offset ``b``, as scikit-learn's ``Ridge`` does on Nystroem features:
+        ``f(x) = k(x, Z) beta + b`` minimising ``||y - K_nM beta - b||^2_W + alpha beta^T K_MM beta``
+        (the columns of ``K_nM`` and ``y`` centred by their weighted means). With every training
+        point as a centre this is :class:`mercer.KernelRidge` with the same ``fit_intercept``.
     dtype : {"float32", "float64"} or None, default="float32"
         Precision of the kernel tiles (None: follow the input). The solve itself is float64.
     random_state, device, memory_budget : as elsewhere in mercer.
@@ -248,11 +287,16 @@ _PARAMS_DOC = """
 class NystroemKernelRidge(MultiOutputMixin, RegressorMixin, _NystroemRidgeBase):
     __doc__ = ("""Nyström kernel ridge regression solved by FALKON-preconditioned conjugate gradient.
 
-    Memory O(n d + M^2); with ``n_centers = n`` (all points) it equals :class:`mercer.KernelRidge`.
+    Memory O(n d + M^2); with ``n_centers = n`` (all points) it equals :class:`mercer.KernelRidge`
+    with the same ``fit_intercept``. The default ``fit_intercept=True`` is scikit-learn's
+    ``make_pipeline(Nystroem(...), Ridge(alpha))`` (same ``alpha``: both losses are unnormalised
+    sums), and the better model when the target's mean is not 0.
 """ + _PARAMS_DOC + """
     Attributes
     ----------
     coef_ : tensor of shape (M,) or (M, n_targets)
+    intercept_ : float or ndarray of shape (n_targets,)
+        0.0 when ``fit_intercept=False``.
     centers_ : tensor of shape (M, n_features_in_)
     center_indices_ : ndarray or None
     n_iter_, residual_ : ndarray of shape (n_targets,)
@@ -268,8 +312,10 @@ class NystroemKernelRidge(MultiOutputMixin, RegressorMixin, _NystroemRidgeBase):
 
     def __init__(self, alpha=1.0, *, kernel="rbf", gamma=None, degree=3, coef0=1, kernel_params=None,
                  n_centers="auto", centers="uniform", solver="auto", max_iter=100, tol=1e-3,
-                 preconditioner="falkon", random_state=None, device=None, dtype="float32", memory_budget=None):
+                 preconditioner="falkon", fit_intercept=True, random_state=None, device=None, dtype="float32",
+                 memory_budget=None):
         self.alpha = alpha
+        self.fit_intercept = fit_intercept
         self.solver = solver
         self.kernel = kernel
         self.gamma = gamma
@@ -293,15 +339,16 @@ class NystroemKernelRidge(MultiOutputMixin, RegressorMixin, _NystroemRidgeBase):
         sw = self._sample_weight(sample_weight, X, X.shape[0])
         self._fit_targets(X, y.reshape(len(y), -1), sw)
         self._y_1d = y.ndim == 1
+        self.intercept_ = intercept_output(self.intercept_, self._y_1d)
         if self._y_1d:
             self.coef_ = self.coef_[:, 0]
         return self
 
     def predict(self, X):
-        out = self._decision(X)
+        out = add_intercept(self._decision(X).to(torch.float64), self.intercept_)
         if self._y_1d:
             out = out[:, 0]
-        return as_output(out.to(torch.float64) if not isinstance(X, torch.Tensor) else out, X)
+        return as_output(out if not isinstance(X, torch.Tensor) else out.to(self.centers_.dtype), X)
 
 
 class NystroemKernelRidgeClassifier(RidgeClassifierMixin, ClassifierMixin, _NystroemRidgeBase):
@@ -311,7 +358,6 @@ class NystroemKernelRidgeClassifier(RidgeClassifierMixin, ClassifierMixin, _Nyst
     Nyström model and solver of :class:`NystroemKernelRidge`; all classes are solved at once
     (one CG with n_classes right-hand sides).
 """ + _PARAMS_DOC + """
-    fit_intercept : bool, default=True
     class_weight : dict, "balanced" or None
 
     Attributes

@@ -4,7 +4,8 @@ With D = 2m features ``z(x)``, the model is ``f(x) = z(x)^T w`` with
 ``w = (Z^T W Z + alpha I)^{-1} Z^T W y``: O(n D^2) time, O(D^2) memory. ``Z^T W Z`` and ``Z^T W y``
 are accumulated over row blocks (float64 sums of float32 or float64 blocks), so the n x D feature
 matrix is never stored. As m grows, the model tends to exact kernel ridge regression with the same
-``alpha``.
+``alpha`` (and ``fit_intercept``). With ``fit_intercept=True`` (default) ``Z`` and ``y`` are centred by
+their weighted means and ``f(x) = z(x)^T w + b`` with the unpenalised ``b = mean(y) - mean(z)^T w``.
 """
 
 from __future__ import annotations
@@ -18,10 +19,10 @@ from sklearn.utils.validation import check_is_fitted
 
 from ..._backend import as_output
 from ..._validation import Interval, Options, check_params
-from ...approx import RandomFourierFeatures
+from ...approx import RandomFourierFeatures, check_finite
 from ...linalg import MemoryBudgetError, format_bytes, jittered_cholesky, plan_rows, row_blocks
 from .._base import COMPUTE_CONSTRAINTS, KERNEL_CONSTRAINTS, KernelEstimatorMixin
-from ._exact import _check_alpha
+from ._exact import NormalEquations, _check_alpha, add_intercept, intercept_output
 
 __all__ = ["RandomFeatureRidge"]
 
@@ -39,6 +40,9 @@ class RandomFeatureRidge(MultiOutputMixin, RegressorMixin, KernelEstimatorMixin,
     n_components : int, default=500
         Random frequencies m (2m features with ``variant="cossin"``).
     variant, orthogonal : see :class:`mercer.approx.RandomFourierFeatures`.
+    fit_intercept : bool, default=True
+        Fit an unpenalised offset (features and targets centred by their weighted means), as
+        scikit-learn's ``make_pipeline(RBFSampler(...), Ridge(alpha))``.
     random_state, device, dtype, memory_budget : as elsewhere in mercer.
 
     Attributes
@@ -46,6 +50,8 @@ class RandomFeatureRidge(MultiOutputMixin, RegressorMixin, KernelEstimatorMixin,
     features_ : RandomFourierFeatures
         The fitted feature map.
     coef_ : tensor of shape (D,) or (D, n_targets)
+    intercept_ : float or ndarray of shape (n_targets,)
+        0.0 when ``fit_intercept=False``.
     fit_time_ : float
     """
 
@@ -56,14 +62,16 @@ class RandomFeatureRidge(MultiOutputMixin, RegressorMixin, KernelEstimatorMixin,
         "n_components": [Interval(Integral, 1, None, closed="left")],
         "variant": [Options("cossin", "phase")],
         "orthogonal": ["boolean"],
+        "fit_intercept": ["boolean"],
         "random_state": ["random_state"],
     }
     _saved_private = ("_y_1d",)  # private state that mercer.io saves
 
     def __init__(self, alpha=1.0, *, kernel="rbf", gamma=None, kernel_params=None, n_components=500,
-                 variant="cossin", orthogonal=False, random_state=None, device=None, dtype=None,
-                 memory_budget=None):
+                 variant="cossin", orthogonal=False, fit_intercept=True, random_state=None, device=None,
+                 dtype=None, memory_budget=None):
         self.alpha = alpha
+        self.fit_intercept = fit_intercept
         self.kernel = kernel
         self.gamma = gamma
         self.kernel_params = kernel_params
@@ -103,18 +111,15 @@ class RandomFeatureRidge(MultiOutputMixin, RegressorMixin, KernelEstimatorMixin,
             raise MemoryBudgetError(f"{owner}: {D} features need {format_bytes(need)} for the D x D normal "
                                     f"matrix, more than the memory budget of {format_bytes(self._budget)}; lower "
                                     "n_components.")
-        f64 = torch.float64
-        G = torch.zeros(D, D, dtype=f64, device=self._device)
-        b = torch.zeros(D, Y.shape[1], dtype=f64, device=self._device)
-        Yt = torch.as_tensor(Y, dtype=Xt.dtype, device=self._device)
-        w = None if sw is None else torch.as_tensor(sw, dtype=Xt.dtype, device=self._device)
+        eq = NormalEquations(D, Y.shape[1], dtype=torch.float64, device=self._device, centre=self.fit_intercept)
+        Yt = torch.as_tensor(Y, dtype=torch.float64, device=self._device)
+        w = None if sw is None else torch.as_tensor(sw, dtype=torch.float64, device=self._device)
         br = self._rows(Xt.shape[0], D, Xt.element_size())
         for r in row_blocks(Xt.shape[0], br, desc="random-feature normal equations"):
-            Z = rff._features(Xt[r])
-            Zw = Z if w is None else Z * w[r, None]
-            G.add_(Zw.T @ Z)
-            b.add_(Zw.T @ Yt[r])
-        coef = torch.empty(D, Y.shape[1], dtype=f64, device=self._device)
+            eq.add(rff._features(Xt[r]), Yt[r], None if w is None else w[r])
+        G, b = eq.system()
+        check_finite([G, b], owner, "the normal equations' entries", X=Xt, kernel=rff.kernel_, y=Yt)
+        coef = torch.empty(D, Y.shape[1], dtype=torch.float64, device=self._device)
         for j, a in enumerate(alphas):
             A = G.clone()
             A.diagonal().add_(float(a))
@@ -123,6 +128,7 @@ class RandomFeatureRidge(MultiOutputMixin, RegressorMixin, KernelEstimatorMixin,
         self.kernel_ = rff.kernel_
         self.coef_ = coef[:, 0] if y.ndim == 1 else coef
         self._y_1d = y.ndim == 1
+        self.intercept_ = intercept_output(eq.intercept(coef), self._y_1d)
         self.fit_time_ = time.perf_counter() - t0
         return self
 
@@ -138,9 +144,17 @@ class RandomFeatureRidge(MultiOutputMixin, RegressorMixin, KernelEstimatorMixin,
             out = torch.cat([self.features_._features(Xt[r]) @ coef for r in row_blocks(n, br, desc="predict")])
         else:
             out = torch.zeros(0, coef.shape[1], dtype=Xt.dtype, device=Xt.device)
+        out = add_intercept(out, self.intercept_)
         if self._y_1d:
             out = out[:, 0]
         return as_output(out, X)
+
+    def _after_load(self) -> None:
+        """After :func:`mercer.io.load`: a model saved before ``fit_intercept`` existed has none."""
+        super()._after_load()
+        if not hasattr(self, "intercept_"):
+            self.intercept_ = 0.0
+            self.fit_intercept = False
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

@@ -45,13 +45,15 @@ import math
 import time
 from numbers import Integral, Real
 
+import numpy as np
 import torch
 from sklearn.base import BaseEstimator, MultiOutputMixin, RegressorMixin
 from sklearn.utils.validation import check_is_fitted
 
-from ..._backend import as_output, make_generator
+from ..._backend import as_output, make_generator, to_numpy
 from ..._backend import num_threads as _num_threads
 from ..._validation import Interval, Options, check_at_most, check_params
+from ...approx import check_finite
 from ...linalg import (DENSE_SERIAL_MAX_N, KernelOperator, MemoryBudgetError, format_bytes, jittered_cholesky,
                        plan_rows, row_blocks)
 from .._base import COMPUTE_CONSTRAINTS, KERNEL_CONSTRAINTS, KernelEstimatorMixin
@@ -233,6 +235,10 @@ class SketchedKernelRidge(MultiOutputMixin, RegressorMixin, KernelEstimatorMixin
     n_components : int, default=100
         Sketch dimension ``m``, ``1 <= m <= n_samples`` (a larger value is an error, not clipped).
     sketch : {"gaussian", "hadamard", "subsample"}, default="gaussian"
+    fit_intercept : bool, default=True
+        Fit an unpenalised offset ``b``: :math:`\\|y - K S^T \\theta - b\\|^2 + \\alpha \\theta^T S K S^T \\theta`
+        (the columns of :math:`K S^T` and ``y`` centred). With ``m = n`` and the Gaussian sketch this is
+        :class:`mercer.models.KernelRidge` with the same ``fit_intercept``.
     random_state : int, RandomState or None
     device, dtype, memory_budget :
         As in :class:`mercer.models.KernelRidge`. The budget must hold two ``n x m`` matrices
@@ -244,6 +250,8 @@ class SketchedKernelRidge(MultiOutputMixin, RegressorMixin, KernelEstimatorMixin
     dual_coef_ : tensor of shape (n_samples,) or (n_samples, n_targets)
         :math:`w = S^T \\theta`, the (sketched) dual coefficients on the training points.
     sketch_coef_ : tensor of shape (n_components,) or (n_components, n_targets), :math:`\\theta`.
+    intercept_ : float or ndarray of shape (n_targets,)
+        0.0 when ``fit_intercept=False``.
     X_fit_ : tensor of shape (n_samples, n_features)
     kernel_ : Kernel
     sketch_seed_ : int
@@ -259,13 +267,15 @@ class SketchedKernelRidge(MultiOutputMixin, RegressorMixin, KernelEstimatorMixin
         "alpha": [Interval(Real, 0, None, closed="neither")],
         "n_components": [Interval(Integral, 1, None, closed="left")],
         "sketch": [Options(*_SKETCHES)],
+        "fit_intercept": ["boolean"],
         "random_state": ["random_state"],
     }
 
     def __init__(self, alpha=1.0, *, kernel="rbf", gamma=None, degree=3, coef0=1, kernel_params=None,
-                 n_components=100, sketch="gaussian", random_state=None, device=None, dtype=None,
-                 memory_budget=None):
+                 n_components=100, sketch="gaussian", fit_intercept=True, random_state=None, device=None,
+                 dtype=None, memory_budget=None):
         self.alpha = alpha
+        self.fit_intercept = fit_intercept
         self.kernel = kernel
         self.gamma = gamma
         self.degree = degree
@@ -308,10 +318,18 @@ class SketchedKernelRidge(MultiOutputMixin, RegressorMixin, KernelEstimatorMixin
         left = max(self._budget - need, 1)
         S = self._draw_sketch(n, m, max_bytes=left)
         B = S.kernel_product(self.kernel_, Xt, left)         # K S^T, (n, m)
+        check_finite(B, type(self).__name__, "the sketched kernel values (K S^T)", X=Xt, kernel=self.kernel_)
         C = S.apply(B)                                      # S K S^T, (m, m)
         C = (C + C.T) / 2
+        b_mean = y_mean = None
+        if self.fit_intercept:  # the unpenalised offset: centred columns of K S^T and targets
+            b_mean, y_mean = B.mean(0), Y.mean(0)
+            B.sub_(b_mean)
+            Y = Y - y_mean
         theta = self._solve(B, C, Y)
         del B
+        icpt = np.zeros(Y.shape[1]) if b_mean is None else to_numpy((y_mean - b_mean @ theta).double())
+        self.intercept_ = float(icpt[0]) if y.ndim == 1 else icpt
         self.sketch_coef_ = theta[:, 0] if y.ndim == 1 else theta
         W = S.apply_transpose(theta)
         self.dual_coef_ = W[:, 0] if y.ndim == 1 else W
@@ -367,7 +385,18 @@ class SketchedKernelRidge(MultiOutputMixin, RegressorMixin, KernelEstimatorMixin
         W = self.dual_coef_[:, None] if self.dual_coef_.ndim == 1 else self.dual_coef_
         op = KernelOperator(self.kernel_, Xt, self.X_fit_, memory_budget=self._budget, n_rhs=W.shape[1])
         out = op.matvec(W)
+        check_finite(out, type(self).__name__, "the predictions", X=Xt, kernel=self.kernel_)
+        b = np.atleast_1d(np.asarray(self.intercept_, dtype=np.float64))
+        if np.any(b):
+            out = out + torch.as_tensor(b, dtype=out.dtype, device=out.device)
         return as_output(out[:, 0] if self.dual_coef_.ndim == 1 else out, X)
+
+    def _after_load(self) -> None:
+        """After :func:`mercer.io.load`: a model saved before ``fit_intercept`` existed has none."""
+        super()._after_load()
+        if not hasattr(self, "intercept_"):
+            self.intercept_ = 0.0
+            self.fit_intercept = False
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

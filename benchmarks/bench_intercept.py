@@ -1,0 +1,91 @@
+"""Test RMSE of Nyström kernel ridge with and without an intercept, against scikit-learn's
+``make_pipeline(Nystroem(gamma, n_components=M), Ridge(alpha))``, on the seven UCI sets.
+
+An accuracy comparison, not a timing. Per set (split ``--split`` of ``../shared/data/uci``): the
+inputs are standardised with the training set's mean and standard deviation (a user's
+``StandardScaler``), the target is left as it is. Same kernel (RBF), ``gamma`` (default 1 / d,
+scikit-learn's ``Nystroem`` default), ``alpha`` (default 1.0, ``Ridge``'s default) and ``M``.
+
+``alpha`` means the same in both: ``Ridge`` on the Nyström features ``phi(x) = k(x, Z) K_MM^{-1/2}``
+minimises ``||y - Phi w - b||^2 + alpha ||w||^2``; with ``w = K_MM^{1/2} beta`` this is
+``||y - K_nM beta - b||^2 + alpha beta^T K_MM beta``, mercer's objective with the same ``alpha``
+(no factor n). Columns:
+
+* ``sklearn``: the pipeline (its centres: a random permutation's first ``M`` training rows);
+* ``mercer, no intercept`` / ``mercer, intercept``: ``NystroemKernelRidge`` with the pipeline's
+  centres (``centers=nystroem.components_``), ``fit_intercept=False`` / ``True``;
+* ``mercer default``: ``NystroemKernelRidge(alpha, gamma=gamma, n_centers=M, random_state=seed)``,
+  every other parameter at its default (its own uniform centres, float32 tiles, intercept).
+
+RMSE is averaged over ``--seeds`` seeds (the centres' draw). Run:
+``python benchmarks/bench_intercept.py [--M 1000] [--seeds 3] [--sets pol,elevators]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import markdown_table  # noqa: E402
+
+UCI = Path(__file__).resolve().parents[2] / "shared" / "data" / "uci"
+SETS = ["pol", "elevators", "bike", "kin40k", "protein", "keggdirected", "keggundirected"]
+
+
+def rmse(a, b) -> float:
+    return float(np.sqrt(np.mean((np.asarray(a) - np.asarray(b)) ** 2)))
+
+
+def one_set(name: str, args) -> dict:
+    from sklearn.kernel_approximation import Nystroem
+    from sklearn.linear_model import Ridge
+    from sklearn.pipeline import make_pipeline
+
+    from mercer.datasets import load_uci
+    from mercer.models import NystroemKernelRidge
+
+    Xtr, ytr, Xte, yte = load_uci(name, UCI, split=args.split)
+    mu, sd = Xtr.mean(0), Xtr.std(0)
+    sd[sd == 0] = 1.0
+    Xtr, Xte = (Xtr - mu) / sd, (Xte - mu) / sd
+    gamma = args.gamma if args.gamma is not None else 1.0 / Xtr.shape[1]
+    res = {k: [] for k in ("sklearn", "mercer, no intercept", "mercer, intercept", "mercer default")}
+    for seed in range(args.seeds):
+        pipe = make_pipeline(Nystroem(gamma=gamma, n_components=args.M, random_state=seed), Ridge(alpha=args.alpha))
+        res["sklearn"].append(rmse(pipe.fit(Xtr, ytr).predict(Xte), yte))
+        Z = pipe[0].components_
+        for fi, col in ((False, "mercer, no intercept"), (True, "mercer, intercept")):
+            m = NystroemKernelRidge(alpha=args.alpha, gamma=gamma, centers=Z, fit_intercept=fi, dtype="float64")
+            res[col].append(rmse(m.fit(Xtr, ytr).predict(Xte), yte))
+        m = NystroemKernelRidge(alpha=args.alpha, gamma=gamma, n_centers=args.M, random_state=seed)
+        res["mercer default"].append(rmse(m.fit(Xtr, ytr).predict(Xte), yte))
+    row = {"set": name, "n_train": len(ytr), "d": Xtr.shape[1],
+           "mean(y) / sd(y)": f"{ytr.mean():.3g} / {ytr.std():.3g}"}
+    row.update({k: f"{np.mean(v):.4f}" for k, v in res.items()})
+    return row
+
+
+def main(argv=None) -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--M", type=int, default=1000)
+    p.add_argument("--alpha", type=float, default=1.0)
+    p.add_argument("--gamma", type=float, default=None, help="default: 1 / n_features")
+    p.add_argument("--seeds", type=int, default=3)
+    p.add_argument("--split", type=int, default=0)
+    p.add_argument("--sets", default=",".join(SETS))
+    args = p.parse_args(argv)
+    if not UCI.is_dir():
+        print(f"skipped: {UCI} not found")
+        return
+    rows = [one_set(name, args) for name in args.sets.split(",")]
+    print(f"Test RMSE, M = {args.M}, alpha = {args.alpha}, gamma = {args.gamma or '1/d'}, split {args.split}, "
+          f"mean over {args.seeds} seeds\n")
+    print(markdown_table(rows))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,142 @@
+"""The unpenalised intercept of the ridge family (issue 12): ``fit_intercept`` as scikit-learn's
+``Ridge`` for KernelRidge (default False, the exact drop-in), its classifier, NystroemKernelRidge
+(+ classifier), RandomFeatureRidge and SketchedKernelRidge (default True), each against an exact
+reference, and saved and loaded with the model."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sklearn.linear_model import Ridge, RidgeClassifier
+
+from mercer.io import load, save
+from mercer.models import (KernelRidge, KernelRidgeClassifier, NystroemKernelRidge, NystroemKernelRidgeClassifier,
+                           RandomFeatureRidge, SketchedKernelRidge)
+
+from conftest import readonly
+
+
+@pytest.fixture(scope="module")
+def offset_data(diabetes):
+    X, y = diabetes
+    X = (X - X.mean(0)) / X.std(0)
+    return readonly(X[:300], y[:300] + 1000.0, X[300:], y[300:] + 1000.0)
+
+
+@pytest.mark.parametrize("solver", ["dual", "primal"])
+def test_linear_kernel_ridge_with_intercept_is_sklearn_ridge(offset_data, solver):
+    X, y, Xt, _ = offset_data
+    w = np.random.default_rng(0).uniform(0.0, 2.0, size=len(y))
+    ours = KernelRidge(alpha=0.3, kernel="linear", fit_intercept=True, solver=solver).fit(X, y, sample_weight=w)
+    ref = Ridge(alpha=0.3).fit(X, y, sample_weight=w)
+    assert ours.solver_ == solver
+    np.testing.assert_allclose(ours.predict(Xt), ref.predict(Xt), rtol=1e-10)
+    assert isinstance(ours.intercept_, float) and ours.intercept_ == pytest.approx(ref.intercept_, rel=1e-10)
+
+
+def test_kernel_ridge_default_has_no_intercept(offset_data):
+    X, y, Xt, _ = offset_data
+    from sklearn.kernel_ridge import KernelRidge as SkKernelRidge
+
+    ours = KernelRidge(alpha=0.5, kernel="rbf", gamma=0.1).fit(X, y)
+    assert ours.intercept_ == 0.0 and ours.fit_intercept is False
+    np.testing.assert_allclose(ours.predict(Xt), SkKernelRidge(alpha=0.5, kernel="rbf", gamma=0.1).fit(X, y).predict(Xt),
+                               rtol=1e-9)
+
+
+def test_kernel_ridge_intercept_solves_the_joint_problem(offset_data):
+    """(a, b) minimise ||y - K a - b||^2 + alpha a^T K a: checked on the dense normal equations of
+    the augmented problem, multi-output, with the intercept per target."""
+    X, y, _, _ = offset_data
+    Y = np.c_[y, 3.0 * y - 50.0]
+    m = KernelRidge(alpha=0.7, kernel="rbf", gamma=0.1, fit_intercept=True).fit(X, Y)
+    from mercer.kernels import RBF
+
+    K = RBF(gamma=0.1)(X).cpu().numpy()
+    n = len(y)
+    # stationarity: (K + alpha I) a + b 1 = y and 1^T a = 0
+    A = np.block([[K + 0.7 * np.eye(n), np.ones((n, 1))], [np.ones((1, n)), np.zeros((1, 1))]])
+    sol = np.linalg.solve(A, np.r_[Y, np.zeros((1, 2))])
+    np.testing.assert_allclose(m.dual_coef_.cpu().numpy(), sol[:n], rtol=1e-7, atol=1e-9)
+    np.testing.assert_allclose(m.intercept_, sol[n], rtol=1e-9)
+
+
+@pytest.mark.parametrize("solver", ["dual", "primal"])
+def test_classifier_with_intercept_is_ridge_classifier(breast_cancer, solver):
+    X, y = breast_cancer
+    X = (X - X.mean(0)) / X.std(0)
+    ours = KernelRidgeClassifier(alpha=1.0, kernel="linear", solver=solver).fit(X, y)
+    ref = RidgeClassifier(alpha=1.0).fit(X, y)
+    np.testing.assert_allclose(ours.decision_function(X), ref.decision_function(X), rtol=1e-9, atol=1e-10)
+    np.testing.assert_allclose(ours.intercept_, np.atleast_1d(ref.intercept_), rtol=1e-9)
+
+
+def test_nystroem_with_all_centres_and_intercept_equals_exact(offset_data):
+    X, y, Xt, _ = offset_data
+    exact = KernelRidge(alpha=0.5, kernel="rbf", gamma=0.1, fit_intercept=True).fit(X, y)
+    for solver in ("direct", "cg"):
+        m = NystroemKernelRidge(alpha=0.5, gamma=0.1, n_centers=len(X), solver=solver, dtype="float64", tol=1e-12,
+                                random_state=0).fit(X, y)
+        np.testing.assert_allclose(m.predict(Xt), exact.predict(Xt), rtol=1e-8)
+        assert m.intercept_ == pytest.approx(exact.intercept_, rel=1e-8)
+
+
+def test_intercept_is_unpenalised_an_offset_moves_only_the_intercept(offset_data):
+    X, y, Xt, _ = offset_data
+    for make in (lambda: NystroemKernelRidge(alpha=0.5, gamma=0.1, n_centers=50, random_state=0, dtype="float64"),
+                 lambda: RandomFeatureRidge(alpha=0.5, gamma=0.1, n_components=50, random_state=0),
+                 lambda: SketchedKernelRidge(alpha=0.5, gamma=0.1, n_components=50, random_state=0),
+                 lambda: KernelRidge(alpha=0.5, kernel="rbf", gamma=0.1, fit_intercept=True)):
+        a, b = make().fit(X, y), make().fit(X, y + 1e4)
+        np.testing.assert_allclose(b.predict(Xt) - a.predict(Xt), 1e4, rtol=1e-8)
+        assert b.intercept_ - a.intercept_ == pytest.approx(1e4, rel=1e-8)
+
+
+def test_intercept_helps_on_a_target_with_an_offset(offset_data):
+    """The reason for the default: far from the centres a model without intercept falls to 0."""
+    X, y, Xt, yt = offset_data
+    kw = dict(alpha=1.0, gamma=0.1, n_centers=50, random_state=0)
+    rmse = {fi: np.sqrt(np.mean((NystroemKernelRidge(fit_intercept=fi, **kw).fit(X, y).predict(Xt) - yt) ** 2))
+            for fi in (False, True)}
+    assert rmse[True] < 0.5 * rmse[False]
+    assert NystroemKernelRidge().fit_intercept and RandomFeatureRidge().fit_intercept
+    assert SketchedKernelRidge().fit_intercept and NystroemKernelRidgeClassifier().fit_intercept
+
+
+def test_nystroem_classifier_intercept_equals_kernel_ridge_classifier(breast_cancer):
+    X, y = breast_cancer
+    X = (X - X.mean(0)) / X.std(0)
+    ref = KernelRidgeClassifier(alpha=1.0, kernel="rbf", gamma=0.02, class_weight="balanced").fit(X, y)
+    m = NystroemKernelRidgeClassifier(alpha=1.0, gamma=0.02, n_centers=len(X), dtype="float64", tol=1e-10,
+                                      class_weight="balanced", random_state=0).fit(X, y)
+    np.testing.assert_allclose(m.decision_function(X), ref.decision_function(X), atol=1e-7)
+    np.testing.assert_allclose(m.intercept_, ref.intercept_, rtol=1e-7)
+
+
+@pytest.mark.parametrize("make", [
+    lambda: KernelRidge(alpha=0.5, kernel="rbf", gamma=0.1, fit_intercept=True),
+    lambda: KernelRidge(alpha=0.5, kernel="poly", degree=2, fit_intercept=True),
+    lambda: NystroemKernelRidge(alpha=0.5, gamma=0.1, n_centers=40, random_state=0),
+    lambda: RandomFeatureRidge(alpha=0.5, gamma=0.1, n_components=40, random_state=0),
+    lambda: SketchedKernelRidge(alpha=0.5, gamma=0.1, n_components=40, random_state=0),
+], ids=["krr-dual", "krr-primal", "nystroem", "rff", "sketched"])
+def test_intercept_is_saved_and_loaded(offset_data, make, tmp_path):
+    X, y, Xt, _ = offset_data
+    m = make().fit(X, y)
+    assert m.intercept_ != 0.0
+    save(m, tmp_path / "m.mercer")
+    back = load(tmp_path / "m.mercer")
+    assert back.intercept_ == m.intercept_ and back.fit_intercept
+    np.testing.assert_array_equal(back.predict(Xt), m.predict(Xt))
+
+
+def test_a_model_saved_without_an_intercept_loads_as_one_without(offset_data):
+    """Files written before fit_intercept existed have no intercept_: the loaded model has none."""
+    X, y, Xt, _ = offset_data
+    m = NystroemKernelRidge(alpha=0.5, gamma=0.1, n_centers=40, random_state=0, fit_intercept=False).fit(X, y)
+    pred = m.predict(Xt)
+    m.set_params(fit_intercept=True)
+    del m.intercept_
+    m._after_load()
+    assert m.intercept_ == 0.0 and m.fit_intercept is False
+    np.testing.assert_array_equal(m.predict(Xt), pred)
