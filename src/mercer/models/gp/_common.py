@@ -64,7 +64,9 @@ class _GPBase(MultiOutputMixin, RegressorMixin, KernelEstimatorMixin, BaseEstima
         super()._after_load()
         self._learn_noise = "noise" in self.hyperparameter_names_
         self._noise0 = self.noise_
-        self._sk, self._kernel = None, self.kernel_  # mercer.io saves GPs with mercer kernels only
+        if self._restore_sklearn_mode():
+            return
+        self._sk, self._kernel = None, self.kernel_
         lk = LearnableKernel(self.kernel_, self.n_features_in_, self._bounds)
         self.hyperparameter_names_ = [str(n).replace(".", "__") for n in self.hyperparameter_names_]
         if list(lk.names) != list(self.hyperparameter_names_[: len(lk.names)]):
@@ -75,6 +77,10 @@ class _GPBase(MultiOutputMixin, RegressorMixin, KernelEstimatorMixin, BaseEstima
     # -- fit helpers ---------------------------------------------------------------------------
     def _sklearn_mode(self) -> bool:
         """Whether the GP follows scikit-learn's semantics (see :mod:`._sklearn_mode`)."""
+        return False
+
+    def _restore_sklearn_mode(self) -> bool:
+        """After loading a GP fitted in scikit-learn's mode: its mapping and mercer kernel."""
         return False
 
     def _check_params(self):

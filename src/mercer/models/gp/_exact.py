@@ -214,6 +214,17 @@ class GaussianProcessRegressor(_GPBase):
         self._n_kernel = len(lk.names)
         return (lk, *self._theta_layout(lk))
 
+    def _restore_sklearn_mode(self) -> bool:
+        if not is_sklearn_kernel(self.kernel_):
+            return False
+        self._sk = SklearnTheta(self.kernel_, self.n_features_in_, type(self).__name__)
+        if list(self._sk.names) != list(self.hyperparameter_names_):
+            raise ValueError(f"{type(self).__name__}: the saved hyperparameter names {self.hyperparameter_names_} do "
+                             f"not match the kernel's {self._sk.names}.")
+        self._n_kernel, self._lk = len(self._sk.names), self._sk.learnable
+        self._kernel = self._sk.build(self.theta_)
+        return True
+
     def _kernel_theta(self, theta_k):
         return theta_k if self._sk is None else self._sk.mercer_theta(theta_k)
 
