@@ -474,3 +474,19 @@ def test_mercer_mode_start_outside_bounds_is_clipped():
 
     gp = GaussianProcessRegressor(kernel=SkRBF(length_scale_bounds=[1e-5, 1e-3])).fit(X, y)
     assert gp.kernel_.length_scale == pytest.approx(1e-3)
+
+
+def test_hyperparameter_learning_shows_progress():
+    """Inside ``mercer.progress`` the optimiser shows its evaluations and the best objective."""
+    import io
+
+    import mercer
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(60, 2))
+    y = np.sin(X).sum(1) + 0.1 * rng.normal(size=60)
+    out = io.StringIO()
+    with mercer.progress(file=out, force=True, delay=0.0):
+        GaussianProcessRegressor(1.0 * RBF(sigma=1.0), max_iter=5).fit(X, y)
+    text = out.getvalue()
+    assert "GaussianProcessRegressor: log marginal likelihood" in text and "loss=" in text

@@ -34,6 +34,7 @@ import torch
 from scipy.optimize import minimize as _scipy_minimize
 from sklearn.exceptions import ConvergenceWarning
 
+from .._progress import task
 from .._validation import Interval, Options, describe
 
 __all__ = ["OPTIMIZER_CONSTRAINTS", "RunReport", "check_bounds", "chol_with_jitter", "optimize", "report"]
@@ -101,9 +102,11 @@ def chol_with_jitter(K: torch.Tensor) -> torch.Tensor:
 class _Objective:
     """Wraps the torch loss: numpy theta in, (loss, gradient) out; failures become a large loss."""
 
-    def __init__(self, loss_fn, dtype, device):
+    def __init__(self, loss_fn, dtype, device, bar=None):
         self.loss_fn, self.dtype, self.device = loss_fn, dtype, device
         self.n_evals = 0
+        self.bar = bar  # a progress handle (mercer._progress.task): evaluations and the best loss
+        self.best = math.inf
 
     def __call__(self, x: np.ndarray):
         self.n_evals += 1
@@ -115,14 +118,17 @@ class _Objective:
             (grad,) = torch.autograd.grad(loss, t)
         except (RuntimeError, FloatingPointError, np.linalg.LinAlgError, torch.linalg.LinAlgError, ValueError) as exc:
             if isinstance(exc, ValueError) and self.n_evals == 1:
-                raise  # the starting point itself is refused: an input error, not a bad step
-
+                    raise  # the starting point itself is refused: an input error, not a bad step
             log.debug("objective failed at theta=%s: %s", x, exc)
             return _BAD, np.zeros_like(x)
         g = grad.detach().cpu().numpy().astype(np.float64)
         if not np.all(np.isfinite(g)):
             return _BAD, np.zeros_like(x)
-        return float(loss.detach()), g
+        f = float(loss.detach())
+        if self.bar:
+            self.best = min(self.best, f)
+            self.bar.update(self.n_evals, loss=self.best)
+        return f, g
 
 
 def _lbfgs(obj, x0, bounds, max_iter):
@@ -189,7 +195,8 @@ def _adam(obj, x0, bounds, max_iter, lr, dtype, device):
 
 
 def optimize(loss_fn, theta0, bounds, *, method: str, max_iter: int, n_restarts: int, rng: np.random.RandomState,
-             dtype=torch.float64, device="cpu", perturb=None, spread: float | None = math.log(10.0), lr: float = 0.05):
+             dtype=torch.float64, device="cpu", perturb=None, spread: float | None = math.log(10.0), lr: float = 0.05,
+             desc: str = "learning kernel hyperparameters"):
     """Minimise ``loss_fn(theta)`` from ``theta0`` and ``n_restarts`` perturbed starts.
 
     Parameters
@@ -207,6 +214,8 @@ def optimize(loss_fn, theta0, bounds, *, method: str, max_iter: int, n_restarts:
     spread : float or None
         Restarts perturb by up to this much (log units); None draws them uniformly within the
         bounds, as scikit-learn's GP does (the bounds must then be finite).
+    desc : str
+        Progress bar text (inside :func:`mercer.progress`: objective evaluations and the best loss).
 
     Returns
     -------
@@ -225,14 +234,15 @@ def optimize(loss_fn, theta0, bounds, *, method: str, max_iter: int, n_restarts:
         elif start:
             x0[perturb] += rng.uniform(-spread, spread, size=int(perturb.sum()))
             x0 = np.clip(x0, bounds[:, 0], bounds[:, 1])
-        obj = _Objective(loss_fn, dtype, device)
-        f0, _ = obj(x0)
-        if callable(method):
-            x, f, conv, nit, msg = _user_optimizer(method, obj, x0, bounds)
-        elif method in ("lbfgs", "fmin_l_bfgs_b"):
-            x, f, conv, nit, msg = _lbfgs(obj, x0, bounds, max_iter)
-        else:
-            x, f, conv, nit, msg = _adam(obj, x0, bounds, max_iter, lr, dtype, device)
+        with task(f"{desc} (start {start + 1} of {n_restarts + 1})" if n_restarts else desc, unit="eval") as bar:
+            obj = _Objective(loss_fn, dtype, device, bar)
+            f0, _ = obj(x0)
+            if callable(method):
+                x, f, conv, nit, msg = _user_optimizer(method, obj, x0, bounds)
+            elif method in ("lbfgs", "fmin_l_bfgs_b"):
+                x, f, conv, nit, msg = _lbfgs(obj, x0, bounds, max_iter)
+            else:
+                x, f, conv, nit, msg = _adam(obj, x0, bounds, max_iter, lr, dtype, device)
         if not f <= f0:  # never hand back a point worse than the start
             x, f = x0, f0
         runs.append(RunReport(start, f0, f, x, conv, nit, obj.n_evals, msg))

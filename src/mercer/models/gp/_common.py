@@ -171,7 +171,8 @@ class _GPBase(MultiOutputMixin, RegressorMixin, KernelEstimatorMixin, BaseEstima
             raise ValueError("Multiple optimizer restarts (n_restarts_optimizer>0) requires that all bounds are finite.")
         best, runs = optimize(loss_fn, theta0, bounds, method=self.optimizer, max_iter=self.max_iter,
                               n_restarts=self.n_restarts_optimizer, rng=rng, dtype=self._dtype,
-                              device=self._device, perturb=perturb, **({"spread": None} if sk else {}))
+                              device=self._device, perturb=perturb, desc=f"{owner}: {self._objective_name}",
+                              **({"spread": None} if sk else {}))
         self.optimizer_results_ = [r.as_dict() for r in runs]
         self.optimizer_converged_ = bool(best.converged)
         self.n_iter_ = max(1, int(best.n_iter))
