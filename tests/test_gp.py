@@ -476,17 +476,19 @@ def test_mercer_mode_start_outside_bounds_is_clipped():
     assert gp.kernel_.length_scale == pytest.approx(1e-3)
 
 
-def test_hyperparameter_learning_shows_progress():
+def test_hyperparameter_learning_shows_progress(monkeypatch):
     """Inside ``mercer.progress`` the optimiser shows its evaluations and the best objective."""
     import io
 
     import mercer
+    import mercer._progress
 
+    monkeypatch.setattr(mercer._progress, "_REFRESH", 0.0)  # draw at every update
     rng = np.random.default_rng(0)
     X = rng.normal(size=(60, 2))
     y = np.sin(X).sum(1) + 0.1 * rng.normal(size=60)
     out = io.StringIO()
-    with mercer.progress(file=out, force=True, delay=0.0):
+    with mercer.progress(file=out, force=True, delay=0.0, use_tqdm=False):
         GaussianProcessRegressor(1.0 * RBF(sigma=1.0), max_iter=5).fit(X, y)
     text = out.getvalue()
     assert "GaussianProcessRegressor: log marginal likelihood" in text and "loss=" in text
