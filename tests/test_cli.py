@@ -329,6 +329,11 @@ def test_tune_regression_loo(messy, tmp_path, capsys):
     assert code == 0, err
     assert "closed-form leave-one-out (KernelRidgeCV) on 120 rows" in out and "saved:" in out
     assert type(load(tmp_path / "t").steps[-1][1].regressor_).__name__ == "KernelRidgeCV"
+    # the tuned model is applied by 'mercer predict' (it refused a KernelRidgeCV before)
+    code, out, err = run(["predict", "--model", tmp_path / "t", "--data", messy / "train.csv", "--out",
+                          tmp_path / "p.csv"], capsys)
+    assert code == 0, err
+    assert (tmp_path / "p.csv").read_text().count("\n") == 121
 
 
 @pytest.mark.slow

@@ -27,6 +27,8 @@ __all__ = ["MODELS", "Prepared", "add_model_arguments", "build_estimator", "chec
 MODELS = {"ridge": "KernelRidge", "ridge-classifier": "KernelRidgeClassifier", "kpca": "KernelPCA",
           "nystroem-ridge": "NystroemKernelRidge", "nystroem-classifier": "NystroemKernelRidgeClassifier",
           "svc": "KernelSVC"}
+#: what 'mercer predict' applies: the models 'fit' writes, and those 'tune' writes
+APPLICABLE = frozenset(MODELS.values()) | {"KernelRidgeCV"}
 REGRESSORS = ("ridge", "nystroem-ridge")
 CLASSIFIERS = ("ridge-classifier", "nystroem-classifier", "svc")
 
@@ -376,8 +378,8 @@ def _load_model(path_text: str, device):
         raise CLIError(f"model file not found: {model_path}")
     model = load(model_path, device=device)
     name = type(final_estimator(model)).__name__
-    if name not in MODELS.values():
-        raise CLIError(f"{model_path} holds a {name}; 'mercer predict' applies {', '.join(sorted(MODELS.values()))}.")
+    if name not in APPLICABLE:
+        raise CLIError(f"{model_path} holds a {name}; 'mercer predict' applies {', '.join(sorted(APPLICABLE))}.")
     return model, name
 
 
