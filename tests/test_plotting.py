@@ -84,6 +84,17 @@ def test_embedding_is_the_kernel_pca_transform(circle):
     np.testing.assert_array_equal(ax.collections[0].get_array(), y)
 
 
+def test_embedding_with_text_labels_has_a_legend(circle):
+    """Text labels (a CSV's class column) get one colour each and a legend, not a colour bar."""
+    X, y = circle
+    labels = np.where(y == 1, "inner", "outer")
+    kpca = mercer.KernelPCA(n_components=2, kernel="rbf", gamma=1.0).fit(X)
+    ax = plotting.embedding(X, labels, transformer=kpca)
+    assert sorted(t.get_text() for t in ax.get_legend().get_texts()) == ["inner", "outer"]
+    Z = kpca.transform(X)
+    np.testing.assert_allclose(ax.collections[0].get_offsets(), Z[labels == "inner"])
+
+
 def test_predicted_vs_true_reports_r2():
     from sklearn.metrics import r2_score
 

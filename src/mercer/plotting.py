@@ -117,6 +117,14 @@ def decision_regions(estimator, X, y=None, *, ax=None, resolution: int = 150, pr
     return ax
 
 
+def plt_colormap(cmap, n: int):
+    """``n`` colours from the colormap ``cmap`` (a name or a matplotlib colormap)."""
+    import matplotlib
+
+    cm = matplotlib.colormaps[cmap] if isinstance(cmap, str) else cmap
+    return [cm(v) for v in (np.linspace(0, 1, n) if n > 1 else [0.5])]
+
+
 def embedding(X, y=None, *, transformer=None, kernel="rbf", ax=None, cmap="viridis"):
     """Scatter the 2-D kernel-PCA embedding of ``X``, coloured by ``y``.
 
@@ -129,9 +137,18 @@ def embedding(X, y=None, *, transformer=None, kernel="rbf", ax=None, cmap="virid
     Z = _array(transformer.transform(_array(X)))
     if Z.ndim != 2 or Z.shape[1] < 2:
         raise ValueError(f"embedding needs a transformer with 2 or more components; got output shape {Z.shape}.")
-    points = ax.scatter(Z[:, 0], Z[:, 1], c=None if y is None else _array(y), cmap=cmap, s=12)
-    if y is not None:
-        ax.figure.colorbar(points, ax=ax, label="label")
+    labels = None if y is None else np.asarray(y).ravel()
+    if labels is not None and not np.issubdtype(labels.dtype, np.number):  # text labels: a legend, not a colour bar
+        classes = np.unique(labels.astype(str))
+        colours = plt_colormap(cmap, len(classes))
+        for i, c in enumerate(classes):
+            mask = labels.astype(str) == c
+            ax.scatter(Z[mask, 0], Z[mask, 1], color=colours[i], s=12, label=str(c))
+        ax.legend(title="label", fontsize="small")
+    else:
+        points = ax.scatter(Z[:, 0], Z[:, 1], c=None if labels is None else labels.astype(float), cmap=cmap, s=12)
+        if labels is not None:
+            ax.figure.colorbar(points, ax=ax, label="label")
     ax.set_xlabel("component 1"), ax.set_ylabel("component 2")
     ax.set_title(f"{type(transformer).__name__} embedding")
     return ax

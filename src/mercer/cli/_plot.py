@@ -4,7 +4,6 @@ format matplotlib knows from the extension)."""
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -89,11 +88,14 @@ def _draw(args, X, y, model):
 
 
 def _save_figure(fig, path: Path) -> None:
-    """Write to a temporary file next to ``path`` and rename it: no partial image on Ctrl-C."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=path.suffix or ".png", dir=path.parent)
+    """Write to a temporary file next to ``path`` and rename it: no partial image on Ctrl-C (the
+    file gets a new file's permissions, not mkstemp's 0600)."""
+    from ._commands import _aside
+
+    fd, tmp = _aside(path)
     os.close(fd)
     try:
-        fig.savefig(tmp, dpi=100)
+        fig.savefig(tmp, dpi=100, format=path.suffix.lstrip(".").lower() or "png")
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
