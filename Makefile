@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 # The CPU build of PyTorch (a file on disk in our environment); override for a CUDA machine.
 TORCH  ?= torch==2.13.0
 
-.PHONY: setup demo test test-slow test-all bench clean
+.PHONY: setup demo test test-slow test-all test-sklearn bench clean
 
 $(BIN)/.installed: pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -26,6 +26,10 @@ test-slow: setup
 
 test-all: setup
 	$(BIN)/python -m pytest -q -m "slow or not slow"
+
+# scikit-learn's own test files with mercer's estimators swapped in (tests/sklearn_suite/).
+test-sklearn: setup
+	$(BIN)/python -m pytest -q -m sklearn_suite tests/test_sklearn_suite.py
 
 bench: setup
 	$(BIN)/python benchmarks/bench_ridge_pca.py

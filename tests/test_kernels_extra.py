@@ -394,3 +394,26 @@ def test_white_noise_inside_a_composite_when_one_array_is_given_twice():
     k = RBF(0.5) + White(noise_level=0.3)
     np.testing.assert_allclose(k(X, X).numpy(), k(X).numpy(), rtol=0, atol=0)
     assert np.allclose(np.diag(k(X, X).numpy()) - np.diag(RBF(0.5)(X).numpy()), 0.3)
+
+
+def test_function_in_scikit_learns_per_pair_convention():
+    """A callable written for scikit-learn (two 1-D rows in, a number out) gives scikit-learn's
+    Gram matrix, its diagonal, and the same model as scikit-learn's KernelRidge."""
+    from sklearn.kernel_ridge import KernelRidge as SkKernelRidge
+    from sklearn.metrics.pairwise import pairwise_kernels
+
+    from mercer.models import KernelRidge
+
+    def per_pair(x, y, scale=1.0):
+        return scale * float(np.exp(-np.abs(x - y).sum()))
+
+    X, Z = gaussian_data()
+    k = FunctionKernel(per_pair, {"scale": 2.0})
+    assert_close(k(X, Z), pairwise_kernels(X, Z, metric=per_pair, scale=2.0))
+    assert_close(k.diag(X), np.full(len(X), 2.0))
+    y = X[:, 0]
+    ours = KernelRidge(alpha=0.5, kernel=lambda a, b: a @ b).fit(X, y)  # a block call fails: (n, d) @ (n, d)
+    ref = SkKernelRidge(alpha=0.5, kernel=lambda a, b: a @ b).fit(X, y)
+    np.testing.assert_allclose(ours.predict(Z), ref.predict(Z), rtol=1e-10)
+    with pytest.raises(ValueError, match="returned shape"):  # neither convention: the block error stands
+        FunctionKernel(wrong_shape)(X, Z)

@@ -198,3 +198,16 @@ def test_cli_plot_without_matplotlib_says_how_to_install(tmp_path, circle, monke
     assert main(["plot", "embedding", "--data", data, "--out", str(tmp_path / "e.png")]) == 2
     err = capsys.readouterr().err
     assert "pip install mercer[plot]" in err and len(err.strip().splitlines()) == 1
+
+
+def test_cg_convergence_of_a_fitted_nystroem_model():
+    """NystroemKernelRidge records its CG residuals; the plot draws one point per iteration."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(1200, 4))
+    m = mercer.NystroemKernelRidge(alpha=1e-3, kernel="rbf", gamma=0.2, n_centers=800, solver="cg",
+                                   random_state=0).fit(X, np.sin(X[:, 0]))
+    assert len(m.cg_history_) == int(m.n_iter_[0]) and m.cg_history_[-1] == pytest.approx(m.residual_[0], rel=1e-6)
+    ax = plotting.cg_convergence(m, tol=m.tol)
+    np.testing.assert_allclose(ax.lines[0].get_ydata(), m.cg_history_)
+    direct = mercer.NystroemKernelRidge(kernel="rbf", n_centers=50, solver="direct", random_state=0).fit(X[:200], X[:200, 0])
+    assert direct.cg_history_.size == 0

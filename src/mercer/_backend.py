@@ -63,9 +63,14 @@ def resolve_dtype(dtype=None, X=None) -> torch.dtype:
 
 
 def to_tensor(X, *, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
-    """Return a tensor holding ``X`` (never a view that could write to the user's array)."""
+    """Return a tensor holding ``X`` (never a view that could write to the user's array).
+
+    A torch input is data, not a parameter: it is detached from any autograd graph (a tensor
+    with ``requires_grad=True`` is accepted, and nothing mercer computes from it records a graph)
+    and copied, so the user's tensor is never modified and never pinned by a fitted model.
+    """
     if isinstance(X, torch.Tensor):
-        return X.to(device=device, dtype=dtype)
+        return X.detach().to(device=device, dtype=dtype, copy=True)
     if sp.issparse(X):
         X = X.toarray()
     arr = np.asarray(X)

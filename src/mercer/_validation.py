@@ -80,7 +80,8 @@ def check_array_like(
     """
     owner = type(estimator).__name__
     if is_torch(X):
-        X = _check_torch_X(X, name=name, owner=owner, ensure_min_samples=ensure_min_samples)
+        # data, not a parameter: off any autograd graph (``detach`` leaves the user's tensor as is)
+        X = _check_torch_X(X.detach(), name=name, owner=owner, ensure_min_samples=ensure_min_samples)
         if reset:
             estimator.n_features_in_ = int(X.shape[1])
             if hasattr(estimator, "feature_names_in_"):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from numbers import Real
 
 import numpy as np
@@ -9,6 +10,8 @@ import torch
 
 from .._validation import check_param
 from ._base import Kernel
+
+log = logging.getLogger(__name__)
 
 __all__ = ["FunctionKernel"]
 
@@ -23,7 +26,11 @@ class FunctionKernel(Kernel):
 
     Unlike scikit-learn, which calls a callable kernel once per *pair of rows*, ``f`` receives two
     2-D blocks and returns the block: one call per tile of the kernel matrix, so it runs at the
-    speed of its own array code (and on the GPU when it uses torch).
+    speed of its own array code (and on the GPU when it uses torch). A function written for
+    scikit-learn's convention (two 1-D numpy rows in, a number out) also works: when the block call
+    fails or returns another shape and ``f`` returns a number for one pair of rows, the block is
+    filled pair by pair, as scikit-learn does (one Python call per entry: slow beyond a few
+    thousand rows).
 
     Parameters
     ----------
@@ -86,7 +93,37 @@ class FunctionKernel(Kernel):
         return out
 
     def _pairwise(self, X1, X2):
-        return self._call(self.function, X1, (X1.shape[0], X2.shape[0]), X1, X2)
+        shape = (X1.shape[0], X2.shape[0])
+        try:
+            return self._call(self.function, X1, shape, X1, X2)
+        except Exception as exc:  # noqa: BLE001 - any failure of the block call: the per-pair convention?
+            if not shape[0] or not shape[1] or not self._takes_pairs(X1, X2):
+                raise
+            log.debug("%s: the block call failed (%s); calling the function per pair of rows", self, exc)
+        return self._per_pair(X1, X2, shape)
+
+    def _rows(self, X: torch.Tensor) -> np.ndarray:
+        return X.detach().cpu().numpy()
+
+    def _takes_pairs(self, X1, X2) -> bool:
+        """Whether the function follows scikit-learn's convention: a number for two 1-D rows."""
+        try:
+            out = self.function(self._rows(X1[0]), self._rows(X2[0]), **(self.params or {}))
+        except Exception:  # noqa: BLE001 - it does not take pairs either: the block error stands
+            return False
+        return np.ndim(out) == 0 or (isinstance(out, torch.Tensor) and out.numel() == 1)
+
+    def _per_pair(self, X1, X2, shape) -> torch.Tensor:
+        A, B = self._rows(X1), self._rows(X2)
+        params = self.params or {}
+        out = np.empty(shape, dtype=np.float64)
+        same = X1 is X2  # symmetric: each unordered pair once, as scikit-learn
+        for i in range(shape[0]):
+            for j in range(i if same else 0, shape[1]):
+                out[i, j] = float(self.function(A[i], B[j], **params))
+                if same:
+                    out[j, i] = out[i, j]
+        return torch.tensor(out, dtype=X1.dtype, device=X1.device)
 
     def _paired(self, X1, X2):
         n = X1.shape[0]
@@ -96,8 +133,7 @@ class FunctionKernel(Kernel):
             return self._call(self.diagonal, X1, (n,), X1)
         if n == 0:
             return X1.new_zeros(0)
-        return torch.cat([self._call(self.function, X1, (1, 1), X1[i:i + 1], X2[i:i + 1])[0]
-                          for i in range(n)])
+        return torch.cat([self._pairwise(X1[i:i + 1], X2[i:i + 1])[0] for i in range(n)])
 
     def __repr__(self) -> str:
         args = [_name(self.function)] + [f"{k}={v!r}" for k, v in (self.params or {}).items()]

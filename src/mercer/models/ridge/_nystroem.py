@@ -110,6 +110,7 @@ class _NystroemRidgeBase(KernelEstimatorMixin, BaseEstimator):
                      "the kernel values (K_nM^T W y)", X=X, kernel=self.kernel_, dtype=op.dtype, y=Y)
         self.n_iter_ = np.zeros(Y.shape[1], dtype=int)
         self.residual_ = np.zeros(Y.shape[1])
+        self.cg_history_ = np.zeros(0)  # relative residual per CG iteration (empty for the direct solve)
         self.jitter_ = 0.0
         self.solver_ = "direct" if direct else "cg"
         solve = self._solve_direct if direct else self._solve_cg
@@ -205,6 +206,7 @@ class _NystroemRidgeBase(KernelEstimatorMixin, BaseEstimator):
             coef[:, cols] = prec.apply(res.x)
             self.n_iter_[cols] = res.n_iter
             self.residual_[cols] = to_numpy(res.residual)
+            self.cg_history_ = np.concatenate([self.cg_history_, np.asarray(res.history, dtype=np.float64)])
             if not res.converged:
                 why = "max_iter" if res.n_iter >= int(self.max_iter) else "no further progress in this precision"
                 warnings.warn(
@@ -301,6 +303,9 @@ class NystroemKernelRidge(MultiOutputMixin, RegressorMixin, _NystroemRidgeBase):
     center_indices_ : ndarray or None
     n_iter_, residual_ : ndarray of shape (n_targets,)
         CG iterations and final relative residual per target (1 and 0 for the direct solver).
+    cg_history_ : ndarray
+        Relative residual after each CG iteration (the targets' solves one after the other; empty
+        for the direct solver): what :func:`mercer.plotting.cg_convergence` draws.
     solver_ : str
         "cg" or "direct".
     jitter_ : float
