@@ -215,6 +215,7 @@ def test_demo_quick(capsys):
         if "identical test predictions" in line:
             same, total = line.split(":")[1].split()[0].split("/")
             assert same == total
+            assert float(line.rsplit(" ", 1)[1]) < 1e-8, line  # and the same scores (it is the same model)
 
 
 # -- preprocessing, evaluation, tuning ------------------------------------------------------------

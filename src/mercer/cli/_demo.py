@@ -52,8 +52,10 @@ def _table(out, header: list[str], rows: list[list[str]]) -> None:
 
 
 class _SklearnRidgeCodes(ClassifierMixin, BaseEstimator):
-    """scikit-learn's KernelRidge on ±1 one-vs-rest codes with their mean as an unpenalised offset:
-    the model that mercer's KernelRidgeClassifier fits, computed by scikit-learn."""
+    """scikit-learn's KernelRidge on ±1 one-vs-rest codes with an unpenalised intercept: the model
+    that mercer's KernelRidgeClassifier fits, computed by scikit-learn. KernelRidge has no
+    intercept, so it solves twice with ``A = K + alpha I``: ``u = A^{-1} (Y - mean Y)`` and
+    ``v = A^{-1} 1``; then ``b = 1^T u / 1^T v`` and the dual coefficients are ``u - b v``."""
 
     def __init__(self, alpha=1.0, gamma=None):
         self.alpha = alpha
@@ -63,12 +65,17 @@ class _SklearnRidgeCodes(ClassifierMixin, BaseEstimator):
         self.lb_ = LabelBinarizer(neg_label=-1, pos_label=1)
         Y = self.lb_.fit_transform(y).astype(np.float64)
         self.classes_ = self.lb_.classes_
-        self.offset_ = Y.mean(axis=0)
-        self.model_ = SkKernelRidge(alpha=self.alpha, kernel="rbf", gamma=self.gamma).fit(X, Y - self.offset_)
+        mean = Y.mean(axis=0)
+        u = SkKernelRidge(alpha=self.alpha, kernel="rbf", gamma=self.gamma).fit(X, Y - mean).dual_coef_
+        v = SkKernelRidge(alpha=self.alpha, kernel="rbf", gamma=self.gamma).fit(X, np.ones(len(X))).dual_coef_
+        b = u.sum(axis=0) / v.sum()
+        self.dual_coef_, self.offset_, self.X_fit_ = u - np.outer(v, b), mean + b, X
         return self
 
     def decision_function(self, X):
-        s = self.model_.predict(X) + self.offset_
+        from sklearn.metrics.pairwise import rbf_kernel
+
+        s = rbf_kernel(X, self.X_fit_, gamma=self.gamma) @ self.dual_coef_ + self.offset_
         return s[:, 0] if s.shape[1] == 1 else s
 
     def predict(self, X):
