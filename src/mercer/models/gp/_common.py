@@ -16,7 +16,7 @@ from sklearn.base import BaseEstimator, MultiOutputMixin, RegressorMixin
 from sklearn.utils import check_random_state
 
 from ..._backend import as_output, to_numpy
-from ..._validation import Interval, check_param, check_params
+from ..._validation import Interval, Options, check_param, check_params
 from ...kernels import Kernel, LearnableKernel, Scaled, Sum
 from ...linalg import NumericalWarning, plan_rows
 from .._base import COMPUTE_CONSTRAINTS, KERNEL_CONSTRAINTS, KernelEstimatorMixin
@@ -32,7 +32,7 @@ GP_CONSTRAINTS: dict = {
     **KERNEL_CONSTRAINTS,
     **COMPUTE_CONSTRAINTS,
     **OPTIMIZER_CONSTRAINTS,
-    "noise": [Interval(numbers.Real, 0, math.inf, closed="left")],
+    "noise": [Interval(numbers.Real, 0, math.inf, closed="left"), Options("auto")],
     "normalize_y": ["boolean"],
     "learn_noise": ["boolean"],
     "hyperparameter_bounds": ["array-like"],
@@ -86,7 +86,8 @@ class _GPBase(MultiOutputMixin, RegressorMixin, KernelEstimatorMixin, BaseEstima
     def _check_params(self):
         owner = type(self).__name__
         check_params(self)
-        if self.learn_noise and self.noise == 0 and getattr(self, "alpha", None) is None and not self._sklearn_mode():
+        if (self.learn_noise and not isinstance(self.noise, str) and self.noise == 0
+                and getattr(self, "alpha", None) is None and not self._sklearn_mode()):
             raise ValueError(f"The 'noise' parameter of {owner} must be a float in the range (0, inf) when "
                              f"learn_noise=True (it is learned as its logarithm). Got {self.noise!r} instead.")
         self._bounds = check_bounds(owner, "hyperparameter_bounds", self.hyperparameter_bounds)
@@ -102,7 +103,6 @@ class _GPBase(MultiOutputMixin, RegressorMixin, KernelEstimatorMixin, BaseEstima
             raise ValueError(f"{type(self).__name__} needs a kernel on features; kernel='precomputed' is not supported.")
         self._y_ndim = y.ndim
         Y = y.reshape(len(y), -1)
-        self._setup_noise(Y.shape[0])
         if self.normalize_y:
             self._y_train_mean = Y.mean(axis=0)
             std = Y.std(axis=0)
@@ -111,15 +111,26 @@ class _GPBase(MultiOutputMixin, RegressorMixin, KernelEstimatorMixin, BaseEstima
         else:
             self._y_train_mean = np.zeros(Y.shape[1])
             self._y_train_std = np.ones(Y.shape[1])
+        self._setup_noise(Y)
         return X, Y, kernel
 
-    def _setup_noise(self, n: int) -> None:
+    def _setup_noise(self, Y: np.ndarray) -> None:
         """``_learn_noise`` and ``_noise0``: the starting (or fixed) noise variance, a float or a
-        per-sample array. ``alpha`` (scikit-learn's name) fixes it; so does scikit-learn's mode,
-        where it defaults to 1e-10 as there."""
+        per-sample array. ``noise="auto"`` starts a learned noise at a tenth of the (normalised)
+        targets' variance and fixes an unlearned one at 1e-2: starting near zero noise, the
+        optimiser can stop at the interpolating optimum (standardised load_diabetes: LML -469.7,
+        test R^2 0.00, against -353.1 and 0.346 from 0.1). ``alpha`` (scikit-learn's name) fixes
+        it; so does scikit-learn's mode, where it defaults to 1e-10 as there."""
+        n = Y.shape[0]
         alpha = getattr(self, "alpha", None)
         if alpha is None and not self._sklearn_mode():
-            self._learn_noise, self._noise0 = bool(self.learn_noise), float(self.noise)
+            noise = self.noise
+            if isinstance(noise, str):  # "auto"
+                var = float(np.mean(Y.var(axis=0))) if n > 1 else 0.0
+                noise = 0.1 * var if self.learn_noise and var > 0 else 1e-2
+                lo, hi = self._noise_bounds
+                noise = min(max(noise, lo), hi)
+            self._learn_noise, self._noise0 = bool(self.learn_noise), float(noise)
             return
         alpha = 1e-10 if alpha is None else alpha
         a = np.asarray(alpha, dtype=np.float64)
@@ -148,7 +159,7 @@ class _GPBase(MultiOutputMixin, RegressorMixin, KernelEstimatorMixin, BaseEstima
             lo, hi = self._noise_bounds
             names.append("noise")
             bounds = np.vstack([bounds, [[math.log(lo), math.log(hi)]]])
-            theta = np.append(theta, math.log(min(max(self.noise, lo), hi)))
+            theta = np.append(theta, math.log(min(max(self._noise0, lo), hi)))
         return names, theta, bounds
 
     def _split(self, theta: torch.Tensor, n_kernel: int):

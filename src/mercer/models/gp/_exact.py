@@ -94,9 +94,11 @@ class GaussianProcessRegressor(_GPBase):
         kernel's ``theta`` (its order, units and bounds). The computation is mercer's.
     gamma, degree, coef0, kernel_params :
         Passed to a kernel given by name.
-    noise : float, default=1e-2
+    noise : float or "auto", default="auto"
         Noise variance :math:`\\sigma^2` added to the diagonal (scikit-learn's ``alpha``, or a
-        ``WhiteKernel``); the starting value when ``learn_noise``.
+        ``WhiteKernel``); the starting value when ``learn_noise``. "auto": a tenth of the (normalised)
+        targets' variance when learned, 1e-2 when not (a start near zero noise can end at an
+        interpolating optimum).
     alpha : float, array-like of shape (n_samples,) or None, default=None
         scikit-learn's parameter: a fixed value added to the diagonal (per sample for an array);
         given, it replaces ``noise`` and ``learn_noise``. None: ``noise`` (1e-10 in scikit-learn's
@@ -159,7 +161,7 @@ class GaussianProcessRegressor(_GPBase):
         "copy_X_train": ["boolean"],
     }
 
-    def __init__(self, kernel="rbf", *, gamma=None, degree=3, coef0=1, kernel_params=None, noise=1e-2, alpha=None,
+    def __init__(self, kernel="rbf", *, gamma=None, degree=3, coef0=1, kernel_params=None, noise="auto", alpha=None,
                  normalize_y=False, optimizer="lbfgs", n_restarts_optimizer=0, learn_noise=True, max_iter=200,
                  hyperparameter_bounds=(1e-5, 1e5), noise_bounds=(1e-6, 1e5), random_state=None, n_targets=None,
                  copy_X_train=True, device=None, dtype=None, memory_budget=None):

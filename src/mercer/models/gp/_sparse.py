@@ -91,7 +91,7 @@ class SparseGPRegressor(_GPBase):
     _saved_private = ("_L", "_LB", "_c")  # private state that mercer.io saves
 
     def __init__(self, n_inducing=100, *, kernel="rbf", gamma=None, degree=3, coef0=1, kernel_params=None,
-                 noise=1e-2, normalize_y=False, inducing_init="kmeans", learn_inducing=True, optimizer="lbfgs",
+                 noise="auto", normalize_y=False, inducing_init="kmeans", learn_inducing=True, optimizer="lbfgs",
                  n_restarts_optimizer=0, learn_noise=True, max_iter=200, jitter=1e-6,
                  hyperparameter_bounds=(1e-5, 1e5), noise_bounds=(1e-6, 1e5), random_state=None,
                  device=None, dtype=None, memory_budget=None):
