@@ -206,7 +206,7 @@ def test_cg_convergence_of_a_fitted_nystroem_model():
     X = rng.normal(size=(1200, 4))
     m = mercer.NystroemKernelRidge(alpha=1e-3, kernel="rbf", gamma=0.2, n_centers=800, solver="cg",
                                    random_state=0).fit(X, np.sin(X[:, 0]))
-    assert len(m.cg_history_) == int(m.n_iter_[0]) and m.cg_history_[-1] == pytest.approx(m.residual_[0], rel=1e-6)
+    assert len(m.cg_history_) == int(m.n_iter_[0]) and m.residual_[0] <= m.cg_history_[-1] * (1 + 1e-9)
     ax = plotting.cg_convergence(m, tol=m.tol)
     np.testing.assert_allclose(ax.lines[0].get_ydata(), m.cg_history_)
     direct = mercer.NystroemKernelRidge(kernel="rbf", n_centers=50, solver="direct", random_state=0).fit(X[:200], X[:200, 0])

@@ -328,7 +328,8 @@ def test_nystroem_krr_intercept_equals_sklearn_nystroem_ridge_pipeline(small):
     X, y = small
     y = y.astype(float) + 10.0
     pipe = make_pipeline(SkNystroem(gamma=0.05, n_components=40, random_state=0), Ridge(alpha=0.5)).fit(X, y)
-    m = NystroemKernelRidge(alpha=0.5, gamma=0.05, centers=pipe[0].components_, dtype="float64").fit(X, y)
+    m = NystroemKernelRidge(alpha=0.5, gamma=0.05, centers=pipe[0].components_, dtype="float64",
+                            fit_intercept=True).fit(X, y)
     np.testing.assert_allclose(m.predict(X), pipe.predict(X), rtol=1e-6, atol=1e-6)
     assert m.intercept_ == pytest.approx(pipe[-1].intercept_, rel=1e-6)
 

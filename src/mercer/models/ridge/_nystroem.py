@@ -275,11 +275,16 @@ _PARAMS_DOC = """
     preconditioner : {"falkon", "none"}, default="falkon"
         "none" keeps only the change of variables by ``chol(K_MM)`` (see
         :class:`mercer.linalg.FalkonPreconditioner`).
-    fit_intercept : bool, default=True
+    fit_intercept : bool, default=False
         Fit an unpenalised offset ``b``, as scikit-learn's ``Ridge`` does on Nystroem features:
         ``f(x) = k(x, Z) beta + b`` minimising ``||y - K_nM beta - b||^2_W + alpha beta^T K_MM beta``
         (the columns of ``K_nM`` and ``y`` centred by their weighted means). With every training
         point as a centre this is :class:`mercer.KernelRidge` with the same ``fit_intercept``.
+        Not the default: the centring is a rank-one correction outside FALKON's preconditioner, and
+        with float32 tiles and a small ``alpha`` CG can stall on it (standardised protein, M = 2,000,
+        alpha = 1e-6 n, gamma = 0.1: no progress after 41 iterations, test RMSE 2.56 against 0.54
+        without it); use ``dtype="float64"`` with it there. With a larger ``alpha`` it is the better
+        model when the target's mean is not 0 (README, "The intercept").
     dtype : {"float32", "float64"} or None, default="float32"
         Precision of the kernel tiles (None: follow the input). The solve itself is float64.
     random_state, device, memory_budget : as elsewhere in mercer.
@@ -290,9 +295,9 @@ class NystroemKernelRidge(MultiOutputMixin, RegressorMixin, _NystroemRidgeBase):
     __doc__ = ("""Nyström kernel ridge regression solved by FALKON-preconditioned conjugate gradient.
 
     Memory O(n d + M^2); with ``n_centers = n`` (all points) it equals :class:`mercer.KernelRidge`
-    with the same ``fit_intercept``. The default ``fit_intercept=True`` is scikit-learn's
+    with the same ``fit_intercept``. ``fit_intercept=True`` is scikit-learn's
     ``make_pipeline(Nystroem(...), Ridge(alpha))`` (same ``alpha``: both losses are unnormalised
-    sums), and the better model when the target's mean is not 0.
+    sums).
 """ + _PARAMS_DOC + """
     Attributes
     ----------
@@ -317,7 +322,7 @@ class NystroemKernelRidge(MultiOutputMixin, RegressorMixin, _NystroemRidgeBase):
 
     def __init__(self, alpha=1.0, *, kernel="rbf", gamma=None, degree=3, coef0=1, kernel_params=None,
                  n_centers="auto", centers="uniform", solver="auto", max_iter=100, tol=1e-3,
-                 preconditioner="falkon", fit_intercept=True, random_state=None, device=None, dtype="float32",
+                 preconditioner="falkon", fit_intercept=False, random_state=None, device=None, dtype="float32",
                  memory_budget=None):
         self.alpha = alpha
         self.fit_intercept = fit_intercept
@@ -359,9 +364,10 @@ class NystroemKernelRidge(MultiOutputMixin, RegressorMixin, _NystroemRidgeBase):
 class NystroemKernelRidgeClassifier(RidgeClassifierMixin, ClassifierMixin, _NystroemRidgeBase):
     __doc__ = ("""Classifier by Nyström kernel ridge regression on ±1 codes (one-vs-rest), FALKON solver.
 
-    As :class:`mercer.KernelRidgeClassifier` (``class_weight``, ``fit_intercept``), with the
-    Nyström model and solver of :class:`NystroemKernelRidge`; all classes are solved at once
-    (one CG with n_classes right-hand sides).
+    As :class:`mercer.KernelRidgeClassifier` (``class_weight``, ``fit_intercept``, which defaults to
+    True here as in scikit-learn's ``RidgeClassifier``: see ``fit_intercept`` below for its cost with
+    float32 tiles and a small ``alpha``), with the Nyström model and solver of
+    :class:`NystroemKernelRidge`; all classes are solved at once (one CG with n_classes right-hand sides).
 """ + _PARAMS_DOC + """
     class_weight : dict, "balanced" or None
 
