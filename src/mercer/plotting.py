@@ -117,7 +117,7 @@ def decision_regions(estimator, X, y=None, *, ax=None, resolution: int = 150, pr
     return ax
 
 
-def plt_colormap(cmap, n: int):
+def _colours(cmap, n: int):
     """``n`` colours from the colormap ``cmap`` (a name or a matplotlib colormap)."""
     import matplotlib
 
@@ -140,7 +140,7 @@ def embedding(X, y=None, *, transformer=None, kernel="rbf", ax=None, cmap="virid
     labels = None if y is None else np.asarray(y).ravel()
     if labels is not None and not np.issubdtype(labels.dtype, np.number):  # text labels: a legend, not a colour bar
         classes = np.unique(labels.astype(str))
-        colours = plt_colormap(cmap, len(classes))
+        colours = _colours(cmap, len(classes))
         for i, c in enumerate(classes):
             mask = labels.astype(str) == c
             ax.scatter(Z[mask, 0], Z[mask, 1], color=colours[i], s=12, label=str(c))

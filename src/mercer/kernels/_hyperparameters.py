@@ -169,12 +169,8 @@ class LearnableKernel:
         return [n for h in self.hyperparameters for n in h.names]
 
     @property
-    def n_theta(self) -> int:
-        return sum(h.n_elements for h in self.hyperparameters)
-
-    @property
     def log_bounds(self) -> np.ndarray:
-        """``(n_theta, 2)`` array of log-space bounds."""
+        """``(len(theta), 2)`` array of log-space bounds."""
         b = [h.bounds for h in self.hyperparameters]
         with np.errstate(divide="ignore"):
             return np.log(np.vstack(b)) if b else np.zeros((0, 2))
@@ -232,8 +228,3 @@ class LearnableKernel:
                 new[name], changed = values[full], True
         return type(kernel)._from_params(new) if changed else kernel
 
-
-def theta_names_from_dotted(names) -> list[str]:
-    """Hyperparameter names saved before mercer 0.2 (``"k1.kernel.gamma"``) in today's form
-    (``"k1__kernel__gamma"``)."""
-    return [str(n).replace(".", "__") for n in names]
