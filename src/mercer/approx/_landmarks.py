@@ -31,6 +31,7 @@ from .._validation import Options, check_at_most, check_param, describe, is_torc
 from ..kernels import Kernel
 from ..kmeans import d2_sampling, kmeans
 from ..linalg import DENSE_SERIAL_MAX_N, default_memory_budget, jittered_cholesky, plan_rows, row_blocks
+from ..sources import RowSource
 from ._cholesky import pivoted_cholesky
 from ._finite import check_finite
 
@@ -131,11 +132,15 @@ def _leverage_scores(kernel: Kernel, X: torch.Tensor, M: int, reg: float | None,
     return tau.clamp_min_(1e-300)
 
 
-def select_landmarks(X: torch.Tensor, M: int, rule, *, kernel: Kernel, generator: torch.Generator,
-                     memory_budget: int | None = None, reg: float | None = None, owner: str = "Nystroem"):
-    """Choose M landmarks from ``X`` (tensor, n x d). Returns ``(Z, indices)`` where ``indices``
+def select_landmarks(X, M: int, rule, *, kernel: Kernel, generator: torch.Generator,
+                     memory_budget: int | None = None, reg: float | None = None, owner: str = "Nystroem",
+                     dtype: torch.dtype | None = None, device=None):
+    """Choose M landmarks from ``X`` (tensor, n x d, or a :class:`~mercer.sources.RowSource`, whose
+    landmarks come out in ``dtype`` on ``device``). Returns ``(Z, indices)`` where ``indices``
     is a long tensor when the landmarks are training points and ``None`` otherwise."""
     n = X.shape[0]
+    if isinstance(X, RowSource):  # streamed data: uniform draws (the same as in memory) or given centres
+        return _select_from_source(X, M, rule, generator=generator, dtype=dtype, device=device, owner=owner)
     if not isinstance(rule, str):
         Z = torch.tensor(np.asarray(rule), dtype=X.dtype, device=X.device)
         return Z, None
@@ -164,6 +169,28 @@ def select_landmarks(X: torch.Tensor, M: int, rule, *, kernel: Kernel, generator
         raise ValueError(rule)
     idx = idx.sort().values
     return X[idx].clone(), idx
+
+
+#: Landmark rules that need only the sample count (and so work on data read from disk).
+STREAMED_RULES = ("uniform",)
+
+
+def _select_from_source(source: RowSource, M: int, rule, *, generator, dtype, device, owner: str):
+    """Landmarks of streamed data: an array as given, or ``M`` rows drawn uniformly (the same draw
+    as for the same data in memory), read in one ordered pass."""
+    dtype = dtype or torch.float64
+    device = torch.device("cpu") if device is None else device
+    if not isinstance(rule, str):
+        return torch.tensor(np.asarray(rule), dtype=dtype, device=device), None
+    if rule not in STREAMED_RULES:
+        raise ValueError(
+            f"{owner}: the landmark rule {rule!r} needs the training data in memory; for data streamed from "
+            f"disk or Dask use centers='uniform' or an array of centres (e.g. chosen by rule {rule!r} on a "
+            "sample of the data).")
+    check_at_most(owner, "n_components", M, source.n_samples, "n_samples")
+    idx = _rnd.randperm(generator, source.n_samples, device=torch.device("cpu"))[:M].sort().values
+    Z = torch.from_numpy(source.take(idx.numpy())).to(device=device, dtype=dtype)
+    return Z, idx.to(device)
 
 
 def nystroem_normalization(kernel: Kernel, Z: torch.Tensor, method: str = "eig", owner: str = "Nystroem", *,

@@ -7,6 +7,7 @@ from ._eig import DENSE_SERIAL_MAX_N, ConvergenceWarning, EigResult, top_eigenpa
 from ._factor import CholeskyFactor, NumericalWarning, jittered_cholesky
 from ._operator import KernelOperator
 from ._preconditioner import FalkonPreconditioner, falkon_solve_bytes, lower_gram
+from ._stream import STREAMED_METHODS, StreamedMethodsMixin, map_rows, source_to_memory
 
 __all__ = [
     "DENSE_SERIAL_MAX_N",
@@ -20,6 +21,8 @@ __all__ = [
     "KernelOperator",
     "MemoryBudgetError",
     "NumericalWarning",
+    "STREAMED_METHODS",
+    "StreamedMethodsMixin",
     "available_memory",
     "conjugate_gradient",
     "default_memory_budget",
@@ -27,9 +30,11 @@ __all__ = [
     "format_bytes",
     "jittered_cholesky",
     "lower_gram",
+    "map_rows",
     "observe_blocks",
     "plan_blocks",
     "plan_rows",
     "row_blocks",
+    "source_to_memory",
     "top_eigenpairs",
 ]

@@ -9,9 +9,11 @@ from __future__ import annotations
 import logging
 import time
 
+import numpy as np
 import torch
 
 from ..kernels import Kernel
+from ..sources import RowSource
 from ._blocking import BlockPlan, MemoryBudgetError, default_memory_budget, format_bytes, plan_blocks, row_blocks
 
 __all__ = ["KernelOperator"]
@@ -29,9 +31,11 @@ class KernelOperator:
     Parameters
     ----------
     kernel : Kernel
-    X : tensor of shape (n, d)
+    X : tensor of shape (n, d), or a :class:`mercer.sources.RowSource`
+        A source is read one row block at a time (converted to ``dtype`` on ``device``), so only
+        one block of ``X`` is in memory: the products stream over data on disk.
     Z : tensor of shape (m, d), optional
-        Defaults to ``X`` (a square, symmetric operator).
+        Defaults to ``X`` (a square, symmetric operator); required when ``X`` is a source.
     memory_budget : int, optional
         Bytes one tile may use; default from :func:`default_memory_budget` for X's device.
     n_rhs : int
@@ -40,44 +44,71 @@ class KernelOperator:
         Cap on one tile (default: the planner's ``MAX_TILE_BYTES``; ``None``: only the budget).
     """
 
-    def __init__(self, kernel: Kernel, X: torch.Tensor, Z: torch.Tensor | None = None, *,
+    def __init__(self, kernel: Kernel, X, Z: torch.Tensor | None = None, *,
                  memory_budget: int | None = None, n_rhs: int = 1, max_tile_bytes: int | None = -1):
         if not isinstance(kernel, Kernel):
             raise TypeError(f"KernelOperator expects a mercer kernel; got {kernel!r}.")
         self.kernel = kernel
+        self.source = X if isinstance(X, RowSource) else None
+        if self.source is not None:
+            if Z is None:
+                raise ValueError("KernelOperator: a streamed X (a row source) needs the columns' points Z.")
+            if kernel.is_precomputed:
+                raise ValueError("KernelOperator: a precomputed kernel cannot be streamed from a row source.")
+            X = None
         self.X = X
         self.Z = X if Z is None else Z
         self.symmetric = Z is None or Z is X
-        self.budget = default_memory_budget(X.device, memory_budget)
-        d = 1 if kernel.is_precomputed else X.shape[1]
+        self.budget = default_memory_budget(self.device, memory_budget)
+        n, d = self.shape[0], self._n_features
         self.plan: BlockPlan = plan_blocks(
-            X.shape[0], self.Z.shape[0], d, itemsize=X.element_size(), budget=self.budget,
-            scratch=kernel.scratch(X.shape[1]), n_rhs=n_rhs,
+            n, self.Z.shape[0], 1 if kernel.is_precomputed else d, itemsize=(self.Z if X is None else X).element_size(),
+            budget=self.budget, scratch=kernel.scratch(d), n_rhs=n_rhs,
             **({} if max_tile_bytes == -1 else {"max_tile_bytes": max_tile_bytes}),
         )
 
     # -- geometry -----------------------------------------------------------------------------
     @property
     def shape(self) -> tuple[int, int]:
-        return (self.X.shape[0], self.Z.shape[0])
+        n = self.source.n_samples if self.source is not None else self.X.shape[0]
+        return (n, self.Z.shape[0])
+
+    @property
+    def _n_features(self) -> int:
+        return self.source.n_features if self.source is not None else self.X.shape[1]
 
     @property
     def dtype(self) -> torch.dtype:
-        return self.X.dtype
+        return (self.Z if self.X is None else self.X).dtype
 
     @property
     def device(self) -> torch.device:
-        return self.X.device
+        return (self.Z if self.X is None else self.X).device
 
     def _row_slices(self):
         return row_blocks(self.shape[0], self.plan.row_block, desc="kernel rows")
+
+    def _row_chunks(self):
+        """``(rows, Xb, rb)`` per row block: the block's rows of ``K`` are the tiles of ``Xb[rb]``.
+        In memory ``Xb`` is ``X`` itself; from a source, the block just read (one at a time)."""
+        if self.source is None:
+            for r in self._row_slices():
+                yield r, self.X, r
+            return
+        for r, block in self.source.iter_blocks(self._row_slices()):
+            if not np.isfinite(block).all():
+                raise ValueError(f"X contains NaN or infinity (streamed rows {r.start}:{r.stop} of "
+                                 f"{self.source!r}); mercer needs finite inputs.")
+            Xb = torch.from_numpy(block).to(device=self.device, dtype=self.dtype)
+            yield r, Xb, slice(0, r.stop - r.start)
 
     def _col_slices(self):  # columns of one row block: not a loop over samples, not observed
         bc = self.plan.col_block
         return [slice(j, min(j + bc, self.shape[1])) for j in range(0, self.shape[1], bc)]
 
-    def tile(self, rows: slice, cols: slice) -> torch.Tensor:
-        return self.kernel.block(self.X, self.Z, rows, cols)
+    def tile(self, rows: slice, cols: slice, X: torch.Tensor | None = None) -> torch.Tensor:
+        """``K(X[rows], Z[cols])``; ``X`` defaults to the operator's (a streamed block otherwise)."""
+        return self.kernel.block(self.X if X is None else X, self.Z, rows, cols)
 
     def _vec(self, v) -> torch.Tensor:
         return torch.as_tensor(v).to(device=self.device, dtype=self.dtype)
@@ -89,9 +120,9 @@ class KernelOperator:
         self._check_len(v, self.shape[1], "v")
         out = torch.zeros(self.shape[0], v.shape[1], dtype=self.dtype, device=self.device)
         cols = self._col_slices()
-        for r in self._row_slices():
+        for r, Xb, rb in self._row_chunks():
             for c in cols:
-                out[r].addmm_(self.tile(r, c), v[c])
+                out[r].addmm_(self.tile(rb, c, Xb), v[c])
         return out[:, 0] if squeeze else out
 
     def rmatvec(self, u: torch.Tensor, *, out_dtype: torch.dtype | None = None) -> torch.Tensor:
@@ -102,12 +133,12 @@ class KernelOperator:
         self._check_len(u, self.shape[0], "u")
         out = torch.zeros(self.shape[1], u.shape[1], dtype=out_dtype, device=self.device)
         cols = self._col_slices()
-        for r in self._row_slices():
+        for r, Xb, rb in self._row_chunks():
             for c in cols:
                 if out_dtype == self.dtype:
-                    out[c].addmm_(self.tile(r, c).T, u[r])
+                    out[c].addmm_(self.tile(rb, c, Xb).T, u[r])
                 else:
-                    out[c].add_(self.tile(r, c).T @ u[r])
+                    out[c].add_(self.tile(rb, c, Xb).T @ u[r])
         return out[:, 0] if squeeze else out
 
     def kt_k_v(self, v: torch.Tensor, *, weights: torch.Tensor | None = None,
@@ -125,9 +156,9 @@ class KernelOperator:
         out = torch.zeros(self.shape[1], v.shape[1], dtype=out_dtype, device=self.device)
         acc = out if out_dtype == self.dtype else None
         cols = self._col_slices()
-        for r in self._row_slices():
+        for r, Xb, rb in self._row_chunks():
             if len(cols) == 1:
-                Kr = self.tile(r, cols[0])
+                Kr = self.tile(rb, cols[0], Xb)
                 w = Kr @ v
                 if weights is not None:
                     w.mul_(weights[r, None])
@@ -138,14 +169,14 @@ class KernelOperator:
                 continue
             w = torch.zeros(r.stop - r.start, v.shape[1], dtype=self.dtype, device=self.device)
             for c in cols:
-                w.addmm_(self.tile(r, c), v[c])
+                w.addmm_(self.tile(rb, c, Xb), v[c])
             if weights is not None:
                 w.mul_(weights[r, None])
             for c in cols:
                 if acc is not None:
-                    acc[c].addmm_(self.tile(r, c).T, w)
+                    acc[c].addmm_(self.tile(rb, c, Xb).T, w)
                 else:
-                    out[c].add_(self.tile(r, c).T @ w)
+                    out[c].add_(self.tile(rb, c, Xb).T @ w)
         return out[:, 0] if squeeze else out
 
     def kt_k(self, *, weights: torch.Tensor | None = None, out_dtype: torch.dtype | None = None) -> torch.Tensor:
@@ -158,8 +189,8 @@ class KernelOperator:
         m = self.shape[1]
         out = torch.zeros(m, m, dtype=out_dtype, device=self.device)
         cols = self._col_slices()
-        for r in self._row_slices():
-            Kr = self.tile(r, cols[0]) if len(cols) == 1 else torch.cat([self.tile(r, c) for c in cols], dim=1)
+        for r, Xb, rb in self._row_chunks():
+            Kr = self.tile(rb, cols[0], Xb) if len(cols) == 1 else torch.cat([self.tile(rb, c, Xb) for c in cols], dim=1)
             Kw = Kr if weights is None else Kr * weights[r, None]
             if out_dtype == self.dtype:
                 out.addmm_(Kw.T, Kr)
@@ -173,13 +204,15 @@ class KernelOperator:
             raise ValueError("diag() needs a square operator k(X, X).")
         if self.kernel.is_precomputed:
             return torch.diagonal(self.X).clone()
+        if self.source is not None:
+            raise ValueError("diag() of a streamed operator is not defined (it is not square).")
         return torch.cat([self.kernel.diag(self.X[r]) for r in self._row_slices()]) if self.shape[0] else \
             torch.zeros(0, dtype=self.dtype, device=self.device)
 
     def rows(self, index) -> torch.Tensor:
         """Selected rows ``K[index, :]`` as a dense ``(len(index), m)`` tensor (must fit the budget)."""
         index = torch.as_tensor(index, dtype=torch.long, device=self.device)
-        need = index.numel() * self.shape[1] * self.X.element_size()
+        need = index.numel() * self.shape[1] * self.Z.element_size()
         if need > self.budget:
             raise MemoryBudgetError(
                 f"{index.numel()} kernel rows of length {self.shape[1]} need {format_bytes(need)}, more "
@@ -187,6 +220,9 @@ class KernelOperator:
             )
         if self.kernel.is_precomputed:
             return self.X[index].clone()
+        if self.source is not None:
+            Xi = torch.from_numpy(self.source.take(index.cpu().numpy())).to(device=self.device, dtype=self.dtype)
+            return self.kernel(Xi, self.Z)
         return self.kernel(self.X[index], self.Z)
 
     def dense(self, *, lower_only: bool = False) -> torch.Tensor:
@@ -197,6 +233,8 @@ class KernelOperator:
         Raises :class:`MemoryBudgetError` when ``n * m`` entries do not fit the budget.
         """
         n, m = self.shape
+        if self.source is not None:
+            raise ValueError("dense() of a streamed operator: use the blocked products (it would hold n x m entries).")
         need = n * m * self.X.element_size()
         if need >= self.budget:
             raise MemoryBudgetError(

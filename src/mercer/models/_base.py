@@ -11,7 +11,8 @@ from sklearn.utils.validation import _check_sample_weight, column_or_1d
 from .._backend import resolve_device, resolve_dtype, to_numpy, to_tensor
 from .._validation import COMPUTE_CONSTRAINTS, check_array_like, check_param, describe, is_torch
 from ..kernels import KERNEL_CONSTRAINTS, resolve_kernel
-from ..linalg import default_memory_budget
+from ..linalg import StreamedMethodsMixin, default_memory_budget, source_to_memory
+from ..sources import RowSource, as_source, is_streamed
 
 __all__ = ["COMPUTE_CONSTRAINTS", "KERNEL_CONSTRAINTS", "KernelEstimatorMixin", "check_class_labels",
            "class_weights", "labels_from_scores", "labels_like"]
@@ -84,9 +85,18 @@ def class_weights(owner: str, class_weight, classes: np.ndarray, y: np.ndarray, 
     return compute_class_weight(class_weight, classes=classes, y=y, sample_weight=sample_weight)
 
 
-class KernelEstimatorMixin:
+class KernelEstimatorMixin(StreamedMethodsMixin):
     """Mixin for estimators with scikit-learn-style ``kernel, gamma, degree, coef0, kernel_params``
-    parameters and mercer's ``device, dtype, memory_budget``."""
+    parameters and mercer's ``device, dtype, memory_budget``.
+
+    Streamed data (:mod:`mercer.sources`): every row-wise method (``predict``, ``transform``, ...)
+    accepts it (:class:`~mercer.linalg.StreamedMethodsMixin`); ``fit`` streams when the class sets
+    ``_streams_fit`` (its ``_validate_X`` then returns the :class:`~mercer.sources.RowSource`),
+    and otherwise reads the data into memory when it fits the budget.
+    """
+
+    #: Whether ``fit`` reads a streamed ``X`` block by block (else it is read into memory whole).
+    _streams_fit: bool = False
 
     #: Private fitted attributes that :mod:`mercer.io` saves with the public ``name_`` ones;
     #: each subclass declares its own, and the declarations add up along the bases.
@@ -122,7 +132,24 @@ class KernelEstimatorMixin:
         return to_tensor(X, dtype=self._dtype, device=self._device)
 
     def _validate_X(self, X, *, reset: bool):
+        if is_streamed(X, self._budget):
+            if self._streams_fit and reset:
+                return self._validate_source(X)
+            X = source_to_memory(X, type(self).__name__, memory_budget=getattr(self, "memory_budget", None))
         return check_array_like(self, X, reset=reset, accept_sparse=True)
+
+    def _validate_source(self, X) -> RowSource:
+        """A streamed training ``X`` as a source; records ``n_features_in_`` (and the column names)."""
+        source = as_source(X)
+        if source.n_samples < 1:
+            raise ValueError(f"Found array with 0 sample(s) (shape={source.shape}) while a minimum of 1 is "
+                             f"required by {type(self).__name__}.")
+        self.n_features_in_ = source.n_features
+        if source.feature_names is not None:
+            self.feature_names_in_ = np.asarray(source.feature_names, dtype=object)
+        elif hasattr(self, "feature_names_in_"):
+            del self.feature_names_in_
+        return source
 
     def _validate_y(self, y, n_samples: int, *, multi_output: bool = True):
         """Numeric targets as a float64 numpy array of shape (n,) or (n, t)."""
