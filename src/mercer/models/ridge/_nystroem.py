@@ -38,6 +38,7 @@ from ...approx import (LANDMARKS_CONSTRAINTS, check_finite, check_landmarks_para
                        select_landmarks)
 from ...linalg import (ConvergenceWarning, FalkonPreconditioner, KernelOperator, MemoryBudgetError, conjugate_gradient,
                        falkon_solve_bytes, format_bytes, jittered_cholesky)
+from ...sources import RowSource
 from .._base import COMPUTE_CONSTRAINTS, KERNEL_CONSTRAINTS, KernelEstimatorMixin
 from ._exact import RidgeClassifierMixin, _check_alpha, add_intercept, intercept_output
 
@@ -55,6 +56,7 @@ def _alpha_groups(alphas: np.ndarray) -> dict[float, list[int]]:
 
 
 class _NystroemRidgeBase(KernelEstimatorMixin, BaseEstimator):
+    _streams_fit = True  # fit reads a streamed X (mercer.sources) block by block
     _parameter_constraints: dict = {
         **KERNEL_CONSTRAINTS,
         **COMPUTE_CONSTRAINTS,
@@ -93,10 +95,12 @@ class _NystroemRidgeBase(KernelEstimatorMixin, BaseEstimator):
         n_w = float(X.shape[0] if sw is None else sw.sum())
         if n_w <= 0:
             raise ValueError(f"{type(self).__name__}: the sample weights sum to zero.")
-        Xt = self._tensor(X)
+        # A source stays on disk, read by blocks in the model's dtype (as an in-memory X is converted).
+        Xt = X.astype(str(self._dtype)[6:]) if isinstance(X, RowSource) else self._tensor(X)
         gen = make_generator(self.random_state)  # CPU draws: the same centres on every device
         Z, idx = select_landmarks(Xt, M, centers, kernel=self.kernel_, generator=gen, memory_budget=self._budget,
-                                  reg=float(alphas.mean()) if alphas.mean() > 0 else None, owner=type(self).__name__)
+                                  reg=float(alphas.mean()) if alphas.mean() > 0 else None, owner=type(self).__name__,
+                                  dtype=self._dtype, device=self._device)
         y_mean = (Y.mean(0) if sw is None else (sw @ Y) / n_w) if self.fit_intercept else np.zeros(Y.shape[1])
         op, Yt, w = self._operator(Xt, Z, Y - y_mean, sw, direct, tile_budget=max(self._budget - need, 1 << 24))
         rhs = op.rmatvec(Yt if w is None else Yt * w[:, None], out_dtype=torch.float64)  # K_nM^T W (y - mean y)
@@ -161,10 +165,11 @@ class _NystroemRidgeBase(KernelEstimatorMixin, BaseEstimator):
 
     def _operator(self, Xt, Z, Y, sw, direct: bool, tile_budget: int):
         """The blocked ``K_nM`` operator, the targets and the weights in the operator's precision."""
-        Yt = torch.as_tensor(Y, dtype=Xt.dtype, device=self._device)
-        w = None if sw is None else torch.as_tensor(sw, dtype=Xt.dtype, device=self._device)
-        if direct and Xt.dtype != torch.float64:  # the direct solve is GEMM-bound: float64 tiles cost little more
-            Xt, Z, Yt = Xt.to(torch.float64), Z.to(torch.float64), Yt.to(torch.float64)
+        Yt = torch.as_tensor(Y, dtype=Z.dtype, device=self._device)
+        w = None if sw is None else torch.as_tensor(sw, dtype=Z.dtype, device=self._device)
+        if direct and Z.dtype != torch.float64:  # the direct solve is GEMM-bound: float64 tiles cost little more
+            Z, Yt = Z.to(torch.float64), Yt.to(torch.float64)
+            Xt = Xt if isinstance(Xt, RowSource) else Xt.to(torch.float64)  # a source's blocks follow Z's dtype
             w = None if w is None else w.to(torch.float64)
         # 32 MiB tiles: the tile is read twice per product (K v, then K^T w) and that second read
         # should come from cache (measured at n = 50k, M = 10k: 1.65e8 entries/s vs 1.2e8 at 128 MiB).
