@@ -23,6 +23,9 @@ def test_gamma_scale_is_one_over_n_features_times_variance(X):
     assert rff.kernel_.gamma == pytest.approx(1.0 / (X.shape[1] * X.var()), rel=1e-12)
     # scikit-learn's own check: X = [[0], [1]] has variance 1/4, so gamma = 4
     assert RandomFourierFeatures(gamma="scale").fit([[0.0], [1.0]]).kernel_.gamma == pytest.approx(4.0)
+    # RBFSampler's private _gamma, which scikit-learn's tests read
+    assert RandomFourierFeatures(gamma="scale").fit([[0.0], [1.0]])._gamma == pytest.approx(4.0)
+    assert RandomFourierFeatures(gamma=0.3).fit(X)._gamma == 0.3
     # the same features as the numeric gamma
     same = RandomFourierFeatures(gamma=float(rff.kernel_.gamma), n_components=5, random_state=0).fit(X)
     np.testing.assert_array_equal(rff.transform(X), same.transform(X))
@@ -89,3 +92,34 @@ def test_rbf_sampler_attributes_give_the_same_features(X, variant, dtype):
     assert W.dtype == b.dtype == dtype and W.shape == (3, rff.n_features_out_) and b.shape == (rff.n_features_out_,)
     ref = np.sqrt(2 * rff.amplitude_ / W.shape[1]) * np.cos(Xd.astype(float) @ W + b)
     np.testing.assert_allclose(rff.transform(Xd), ref, rtol=1e-4 if dtype == np.float32 else 1e-10, atol=1e-5)
+
+
+def test_nystroem_with_a_non_integer_polynomial_degree_as_sklearn():
+    from sklearn.metrics.pairwise import polynomial_kernel
+
+    from mercer.approx import Nystroem
+
+    Xu = readonly(np.random.RandomState(37).uniform(size=(10, 4)))
+    F = Nystroem(kernel="polynomial", n_components=10, degree=3.1, coef0=0.1).fit_transform(Xu)
+    np.testing.assert_allclose(F @ F.T, polynomial_kernel(Xu, degree=3.1, coef0=0.1), atol=1e-10)
+
+
+def test_nystroem_calls_a_per_pair_callable_as_sklearn():
+    """scikit-learn's count: a per-pair kernel is called once per unordered pair of the landmarks."""
+    from sklearn.kernel_approximation import Nystroem as SkNystroem
+
+    from mercer.approx import Nystroem
+
+    Xu = np.random.RandomState(42).uniform(size=(10, 4))
+
+    def histogram(x, y, log):
+        log.append(1)
+        return np.minimum(x, y).sum()
+
+    ours, ref = [], []
+    m = Nystroem(kernel=histogram, n_components=9, kernel_params={"log": ours}, random_state=0).fit(list(Xu))
+    SkNystroem(kernel=histogram, n_components=9, kernel_params={"log": ref}, random_state=0).fit(list(Xu))
+    assert len(ours) == len(ref) == 9 * 10 // 2
+    ours.clear()
+    m.transform(Xu[:3])
+    assert len(ours) == 3 * 9  # per pair from then on (the convention is remembered): no probe

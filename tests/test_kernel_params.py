@@ -188,7 +188,7 @@ def test_set_params_aliases_of_rbf():
 @pytest.mark.parametrize("kernel, params, message", [
     (RBF(0.1), {"gamma": -1}, "The 'gamma' parameter of RBF must be a float in the range (0, inf) or None. Got -1"),
     (Matern(), {"nu": 1.0}, "The 'nu' parameter of Matern must be one of (0.5, 1.5, 2.5). Got 1.0"),
-    (Polynomial(), {"degree": 0}, "The 'degree' parameter of Polynomial must be an int in the range [1, inf). Got 0"),
+    (Polynomial(), {"degree": 0}, "The 'degree' parameter of Polynomial must be an int in the range [1, inf) or a float in the range (0, inf). Got 0"),
     (Constant(1.0), {"value": -2.0},
      "The 'value' parameter of Constant must be a float in the range [0, inf). Got -2.0"),
     (Scaled(2.0, RBF()), {"scale": 0}, "The 'scale' parameter of Scaled must be a float in the range (0, inf). Got 0"),

@@ -399,7 +399,7 @@ BAD_PARAMS = [
     (Polynomial, {"gamma": -0.5}, "gamma"), (Sigmoid, {"gamma": 0.0}, "gamma"), (Sigmoid, {"coef0": NAN}, "coef0"),
     (Matern, {"length_scale": 0.0}, "length_scale"), (Matern, {"length_scale": -1.0}, "length_scale"),
     (Matern, {"length_scale": INF}, "length_scale"), (Matern, {"nu": 1.0}, "nu"), (Matern, {"nu": 3.5}, "nu"),
-    (Polynomial, {"degree": 0}, "degree"), (Polynomial, {"degree": 2.5}, "degree"),
+    (Polynomial, {"degree": 0}, "degree"), (Polynomial, {"degree": -2.5}, "degree"),
     (Polynomial, {"degree": True}, "degree"), (Polynomial, {"coef0": -1.0}, "coef0"),
     (Quadratic, {"coef0": -0.1}, "coef0"), (Constant, {"value": -1.0}, "value"),
 ]
@@ -599,7 +599,7 @@ def test_parse_kernel_spec(spec, expected):
     assert parse_kernel_spec(spec) == expected
 
 
-@pytest.mark.parametrize("spec", ["rbf:gamma", "nope", "rbf:nu=1", "rbf:gamma=-1", "", "rbf+", "poly:degree=2.5",
+@pytest.mark.parametrize("spec", ["rbf:gamma", "nope", "rbf:nu=1", "rbf:gamma=-1", "", "rbf+", "poly:degree=0.0",
                                   "precomputed+rbf"])
 def test_bad_kernel_spec_raises(spec):
     with pytest.raises(ValueError):
@@ -678,3 +678,21 @@ def test_rbf_small_batch_row_blocks_share_the_cache_of_their_tensor():
     assert_close(op.matvec(v), naive(x, Z) @ v, tol=1e-12)
     Z[120:130] *= 3.0  # in place, through a view
     assert_close(k(x, Z[100:350]), naive(x, Z[100:350]), tol=1e-12)
+
+
+def test_polynomial_with_a_non_integer_degree_as_sklearn():
+    from sklearn.metrics.pairwise import polynomial_kernel
+
+    from mercer.approx._polynomial import explicit_feature_map
+
+    X = np.random.RandomState(0).uniform(size=(6, 3))
+    k = Polynomial(degree=3.1, gamma=0.5, coef0=0.1)
+    assert_close(k(X), polynomial_kernel(X, degree=3.1, gamma=0.5, coef0=0.1))
+    assert_close(k.diag(X), np.diag(polynomial_kernel(X, degree=3.1, gamma=0.5, coef0=0.1)))
+    assert Polynomial(degree=3.0).degree == 3 and isinstance(Polynomial(degree=3.0).degree, int)
+    assert explicit_feature_map(k, 3) is None  # no finite monomial map for a non-integer power
+    # a negative base has no real non-integer power: an error, not NaN
+    with pytest.raises(ValueError, match=r"negative for some pairs .* no real power 3.1"):
+        k(X - 0.5)
+    with pytest.raises(ValueError, match="degree"):
+        Polynomial(degree=0.0)

@@ -417,3 +417,37 @@ def test_function_in_scikit_learns_per_pair_convention():
     np.testing.assert_allclose(ours.predict(Z), ref.predict(Z), rtol=1e-10)
     with pytest.raises(ValueError, match="returned shape"):  # neither convention: the block error stands
         FunctionKernel(wrong_shape)(X, Z)
+
+
+def test_function_convention_is_found_without_extra_calls():
+    """One call on the first pair of rows tells the conventions apart and is not wasted: a per-pair
+    function is called exactly once per entry (each unordered pair once on K(X, X)), a block
+    function once more than its blocks (the probe), whatever the number of blocks after it."""
+    X = gaussian_data()[0][:7]
+    calls = []
+
+    def per_pair(x, y):
+        calls.append(np.shape(x))
+        return float(np.exp(-((np.asarray(x) - np.asarray(y)) ** 2).sum()))
+
+    k = FunctionKernel(per_pair)
+    assert_close(k(X), pairwise_kernels(X, metric=per_pair))
+    calls.clear()
+    k = FunctionKernel(per_pair)
+    k(X)
+    assert len(calls) == 7 * 8 // 2
+    calls.clear()
+    k(X, X[:3])  # remembered: no probe
+    assert len(calls) == 7 * 3
+
+    blocks = []
+
+    def block(A, B):
+        blocks.append((A.shape[0], B.shape[0]))
+        return torch_rbf(A, B)
+
+    k = FunctionKernel(block)
+    Xt = torch.as_tensor(X)
+    assert_close(k(X, X[:3]), torch_rbf(Xt, Xt[:3]))
+    k(X)
+    assert blocks == [(1, 1), (7, 3), (7, 7)]

@@ -114,3 +114,42 @@ def test_fewer_distinct_points_warns_with_sklearns_wording():
     with pytest.warns(ConvergenceWarning, match=r"Number of distinct clusters \(3\) found smaller than "
                                                 r"n_clusters \(4\)\. Possibly due to duplicate points in X\."):
         KMeans(4, random_state=0).fit(X)
+
+
+def test_wrong_sizes_say_it_in_sklearns_words_too(blobs):
+    n = len(blobs)
+    with pytest.raises(ValueError, match=rf"n_clusters' parameter of KMeans must be at most n_samples = {n}\. "
+                                         rf"Got {n + 1} instead: n_samples={n} should be >= n_clusters={n + 1}"):
+        KMeans(n + 1).fit(blobs)
+    for init, what in ((blobs[:2], "clusters 6"), (blobs[:6, :2], "features of the data 3")):
+        for given in (init, lambda X, k, random_state, init=init: init):
+            with pytest.raises(ValueError, match=r"The shape of the initial centers \(\d+, \d+\) does not match "
+                                                 rf"the number of {what}"):
+                KMeans(6, init=given, n_init=1).fit(blobs)
+
+
+@pytest.mark.parametrize("init", ["k-means++", "random"])
+def test_init_centroids_as_sklearn(blobs, init):
+    """scikit-learn's private _init_centroids (its tests call it): seeds are data points, never
+    one of zero weight, and the weights change them."""
+    X = np.asarray(blobs)
+    sq = (X ** 2).sum(1)
+    w = np.random.RandomState(0).uniform(size=len(X))
+    w[::2] = 0.0
+    model = KMeans(6, init=init, n_init=1, max_iter=1, random_state=0)
+
+    def seeds(weights, **kw):
+        return model._init_centroids(X=X, x_squared_norms=sq, init=init, sample_weight=weights,
+                                     random_state=np.random.RandomState(0), **kw)
+
+    C = seeds(w, n_centroids=10)
+    assert C.shape == (10, 3)
+    d = ((X[:, None, :] - C[None]) ** 2).sum(-1)
+    assert np.all(d.min(0) == 0)  # every seed is a data point
+    assert not np.any(np.isclose(d[::2], 0.0))  # never one of weight zero
+    assert not np.allclose(seeds(w), seeds(np.ones(len(X))))
+    assert seeds(w, init_size=20).shape == (6, 3)
+    # given centres (an array, a callable) come back as they are, checked as fit checks them
+    np.testing.assert_array_equal(model._init_centroids(X, sq, X[:6], None, w), X[:6])
+    with pytest.raises(ValueError, match="does not match the number of clusters 6"):
+        model._init_centroids(X, sq, lambda X_, k, random_state: X_[:2], np.random.RandomState(0), w)

@@ -532,7 +532,8 @@ def test_gamma_scale_on_huge_values_names_gamma_scale():
     y = rng.randint(0, 2, size=10)
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no numpy overflow RuntimeWarning either
-        with pytest.raises(ValueError, match=r"KernelSVC: gamma='scale' is 1 / \(n_features \* X.var\(\)\)"):
+        with pytest.raises(ValueError, match=r"KernelSVC: The dual coefficients or intercepts are not finite: "
+                                             r"gamma='scale' is 1 / \(n_features \* X.var\(\)\)"):
             KernelSVC().fit(X, y)
     # a gamma given by the user: the kernel itself is not finite, said as scikit-learn says it
     with pytest.raises(ValueError, match="dual coefficients or intercepts would not be finite"):
@@ -653,3 +654,96 @@ def test_convergence_warning_has_sklearn_wording():
     with pytest.warns(ConvergenceWarning, match=msg):
         m = KernelSVC(kernel="linear", max_iter=2).fit(np.array(TOY_X, dtype=float), TOY_Y)
     assert np.all(m.n_iter_ == 2)
+
+
+# -- scikit-learn's private attributes and messages, as its own tests use them (issue 12) ---------
+@pytest.mark.parametrize("gamma", ["scale", "auto", 0.3])
+def test_private_gamma_as_sklearn(breast_cancer, gamma):
+    X, y = breast_cancer
+    X, y = X[:60], y[:60]
+    for kernel in ("rbf", "linear", "precomputed"):
+        data = X @ X.T if kernel == "precomputed" else X
+        ours = KernelSVC(kernel=kernel, gamma=gamma).fit(data, y)
+        ref = SVC(kernel=kernel, gamma=gamma).fit(data, y)
+        assert ours._gamma == pytest.approx(ref._gamma, rel=1e-12)
+
+
+@pytest.mark.parametrize("n_classes", [2, 3])
+def test_private_dual_coef_drives_prediction_as_sklearn(n_classes):
+    from sklearn.datasets import make_blobs
+
+    X, y = make_blobs(60, centers=n_classes, cluster_std=3.0, random_state=0)
+    ours = KernelSVC(kernel="linear", tol=1e-8).fit(X, y)
+    ref = SVC(kernel="linear", tol=1e-8).fit(X, y)
+    np.testing.assert_allclose(ours._dual_coef_, ref._dual_coef_, atol=1e-6)
+    new = np.random.RandomState(1).uniform(-1, 1, size=ref._dual_coef_.shape)
+    ours._dual_coef_ = new
+    ref._dual_coef_ = new
+    np.testing.assert_allclose(ours.decision_function(X), ref.decision_function(X), atol=1e-6)
+    np.testing.assert_array_equal(ours.predict(X), ref.predict(X))
+    np.testing.assert_allclose(ours._dual_coef_, new, rtol=0, atol=0)
+    # dual_coef_ and coef_ follow (scikit-learn's dual_coef_ is the sign-flipped copy for two classes)
+    np.testing.assert_allclose(ours.dual_coef_, -new if n_classes == 2 else new, rtol=0, atol=0)
+    np.testing.assert_allclose(ours.decision_function(X[:5]) if n_classes == 2 else ours.set_params(
+        decision_function_shape="ovo").decision_function(X[:5]), X[:5] @ ours.coef_.T.squeeze() + ours.intercept_,
+        atol=1e-8)
+    with pytest.raises(ValueError, match=r"_dual_coef_ must be a finite array of shape"):
+        ours._dual_coef_ = new[:, :-1]
+
+
+def test_tweaked_dual_coef_as_sklearns_own_test():
+    X, y = [[-2, -1], [-1, -1], [-1, -2], [1, 1], [1, 2], [2, 1]], [1, 1, 1, 2, 2, 2]
+    m = KernelSVC(kernel="linear").fit(X, y)
+    np.testing.assert_array_equal(m.dual_coef_, [[-0.25, 0.25]])
+    assert m.predict([[-0.1, -0.1]]).tolist() == [1]
+    m._dual_coef_ = np.array([[0.0, 1.0]])
+    assert m.predict([[-0.1, -0.1]]).tolist() == [2]
+
+
+def test_altered_n_support_is_refused_as_sklearn(breast_cancer):
+    X, y = breast_cancer
+    m = KernelSVC(kernel="linear").fit(X[:80], y[:80])
+    assert m._n_support is m.n_support_
+    m.predict(X[:3])
+    m._n_support[0] = 1_000_000
+    with pytest.raises(ValueError, match="The internal representation of SVC was altered"):
+        m.predict(X[:3])
+
+
+def test_sparse_rules_as_sklearn(breast_cancer):
+    import scipy.sparse as sp
+
+    X, y = breast_cancer
+    X, y = X[:80], y[:80]
+    with pytest.raises(TypeError, match="Sparse precomputed kernels are not supported"):
+        KernelSVC(kernel="precomputed").fit(sp.csr_matrix(X @ X.T), y)
+    dense = KernelSVC().fit(X, y)
+    with pytest.raises(ValueError, match="cannot use sparse input in 'KernelSVC' trained on dense data"):
+        dense.predict(sp.csr_matrix(X))
+    sparse = KernelSVC().fit(sp.csr_matrix(X), y)  # a sparse fit takes both, as scikit-learn's
+    np.testing.assert_array_equal(sparse.predict(sp.csr_matrix(X)), sparse.predict(X))
+    np.testing.assert_array_equal(sparse.predict(X), dense.predict(X))
+
+
+def test_unfitted_message_names_svc():
+    from sklearn.exceptions import NotFittedError
+
+    for method in ("predict", "decision_function"):
+        with pytest.raises(NotFittedError, match=r".*\bSVC\b.*\bnot\b.*\bfitted\b"):
+            getattr(KernelSVC(), method)("foo!")  # said before the string is read as a file
+
+
+def test_probability_deprecation_as_sklearn(breast_cancer):
+    X, y = breast_cancer
+    X, y = X[:80], y[:80]
+    with pytest.warns(FutureWarning, match="probability.+parameter.+deprecated"):
+        m = KernelSVC(probability=True, random_state=0).fit(X, y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)
+        p = m.predict_proba(X[:3])  # using the model does not warn
+        KernelSVC(probability=False).fit(X, y)
+    for name in ("probA_", "probB_"):
+        with pytest.warns(FutureWarning, match=f"Attribute `{name}` was deprecated"):
+            value = getattr(m, name)
+        assert value.shape == (1,)
+    assert p.shape == (3, 2)

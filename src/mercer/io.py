@@ -14,6 +14,8 @@ What an estimator saves is declared by its class, next to its code, not by this 
 * a private attribute is saved only when the class declares it part of the model, in a class
   attribute ``_saved_private = ("_foo", ...)``; declarations add up along the class's bases (the
   kernel-estimator mixin declares the compute device and dtype);
+* a class that renamed a saved attribute maps the old name to the new one in ``_renamed_state``
+  (so files written before still load);
 * nothing else is stored. The memory budget depends on the machine and is resolved at each call
   (so a loaded model uses the loading machine's memory, never the fitting machine's); state that
   is a pure function of the rest (explicit feature maps, a GP's learnable kernel) is rebuilt after
@@ -520,8 +522,10 @@ def _saved_state(cls, name: str, payload: dict, params, path, version: int) -> d
     if not isinstance(derived, list) or not all(isinstance(k, str) and _ATTR.fullmatch(k) for k in derived):
         raise ValueError(f"{path}: malformed model file (the derived attributes of {name} must be a list of names).")
     declared = _declared_private(cls)
+    renamed = getattr(cls, "_renamed_state", {})  # attributes the class now stores under another name
     state = {}
     for k, v in payload["state"].items():
+        k = renamed.get(k, k)
         saved = _is_saved(k, declared)
         if saved or version >= 2:  # format 1: what is dropped is never set, whatever its name
             _check_attr(cls, k, params, path)

@@ -36,8 +36,11 @@ class Polynomial(Kernel):
 
     Parameters
     ----------
-    degree : int >= 1
-        The power ``p``.
+    degree : int >= 1, or float > 0
+        The power ``p``. A non-integer ``p`` is accepted as scikit-learn's ``polynomial_kernel``
+        accepts it (an integral float is stored as an int); it has no finite explicit feature map,
+        and ``gamma <x, y> + c`` must then be >= 0 on every pair (a negative number has no real
+        non-integer power: an error, not NaN).
     gamma : float > 0 or None
         Scale of the inner product; ``None`` means ``1 / n_features`` (scikit-learn's default).
     coef0 : float >= 0
@@ -51,8 +54,9 @@ class Polynomial(Kernel):
 
     def __init__(self, degree: int = 3, gamma: float | None = None, coef0: float = 1.0):
         owner = type(self).__name__
-        check_param(owner, "degree", degree, [Interval(numbers.Integral, 1, None, closed="left")])
-        self.degree = int(degree)
+        check_param(owner, "degree", degree, [Interval(numbers.Integral, 1, None, closed="left"),
+                                              Interval(numbers.Real, 0, None, closed="neither")])
+        self.degree = int(degree) if float(degree).is_integer() else float(degree)
         self.gamma = positive(owner, "gamma", gamma, allow_none=True)
         self.coef0 = positive(owner, "coef0", coef0, allow_zero=True)
 
@@ -62,11 +66,19 @@ class Polynomial(Kernel):
 
     def _pairwise(self, X1, X2):
         g = resolved_gamma(self.gamma, X1.shape[1])
-        return (X1 @ X2.T).mul_(g).add_(self.coef0).pow_(self.degree)
+        return self._power((X1 @ X2.T).mul_(g).add_(self.coef0))
 
     def _paired(self, X1, X2):
         g = resolved_gamma(self.gamma, X1.shape[1])
-        return ((X1 * X2).sum(dim=1) * g + self.coef0) ** self.degree
+        return self._power((X1 * X2).sum(dim=1) * g + self.coef0)
+
+    def _power(self, base: torch.Tensor) -> torch.Tensor:
+        """``base ** degree`` in place; a non-integer degree of a negative base is an error (not NaN)."""
+        if isinstance(self.degree, float) and base.numel() and bool((base < 0).any()):
+            raise ValueError(f"{self!r}: gamma <x, y> + coef0 is negative for some pairs (down to "
+                             f"{float(base.min()):.3g}), and a negative number has no real power {self.degree}; "
+                             "use an integer degree, or a coef0 that keeps gamma <x, y> + coef0 >= 0.")
+        return base.pow_(self.degree)
 
 
 class Quadratic(Polynomial):

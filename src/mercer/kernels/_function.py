@@ -16,6 +16,10 @@ log = logging.getLogger(__name__)
 __all__ = ["FunctionKernel"]
 
 
+def _is_number(out) -> bool:
+    return np.ndim(out) == 0 or (isinstance(out, torch.Tensor) and out.numel() == 1 and out.ndim == 0)
+
+
 def _name(fn) -> str:
     return getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
 
@@ -30,7 +34,9 @@ class FunctionKernel(Kernel):
     scikit-learn's convention (two 1-D numpy rows in, a number out) also works: when the block call
     fails or returns another shape and ``f`` returns a number for one pair of rows, the block is
     filled pair by pair, as scikit-learn does (one Python call per entry: slow beyond a few
-    thousand rows).
+    thousand rows). Which convention ``f`` follows is found by one call on the first pair of rows
+    (see ``_detect``) and remembered, so a per-pair function is called exactly as scikit-learn
+    calls it.
 
     Parameters
     ----------
@@ -94,33 +100,59 @@ class FunctionKernel(Kernel):
 
     def _pairwise(self, X1, X2):
         shape = (X1.shape[0], X2.shape[0])
+        convention = getattr(self, "_convention", None)
+        if convention is None and shape[0] and shape[1]:
+            convention, first = self._detect(X1, X2)
+            if convention == "pair":  # the probe's value is the first entry: no call is repeated
+                return self._per_pair(X1, X2, shape, first=first)
+        if convention == "pair":
+            return self._per_pair(X1, X2, shape)
+        return self._call(self.function, X1, shape, X1, X2)
+
+    def _detect(self, X1, X2):
+        """Which convention the function follows, from one call on the first pair of rows, passed
+        as two ``(1, d)`` blocks: a ``(1, 1)`` block is mercer's (the answer is remembered), a
+        number is scikit-learn's per-pair one (its value is the first entry). When that call fails,
+        one call on the two 1-D rows, as scikit-learn makes it: a number is the per-pair convention;
+        otherwise the block call decides (and raises its own error). So a per-pair function is
+        called exactly as scikit-learn calls it (``Nystroem`` counts: each unordered pair once).
+        Returns ``(convention, first value or None)``."""
+        params = self.params or {}
         try:
-            return self._call(self.function, X1, shape, X1, X2)
-        except Exception as exc:  # noqa: BLE001 - any failure of the block call: the per-pair convention?
-            if not shape[0] or not shape[1] or not self._takes_pairs(X1, X2):
-                raise
-            log.debug("%s: the block call failed (%s); calling the function per pair of rows", self, exc)
-        return self._per_pair(X1, X2, shape)
+            out = self.function(*self._args(X1[:1], X2[:1]), **params)
+        except Exception as exc:  # noqa: BLE001 - any failure: try scikit-learn's 1-D rows
+            log.debug("%s: the call on a (1, d) pair of blocks failed (%s); trying two 1-D rows", self, exc)
+        else:
+            if _is_number(out):
+                return self._remember("pair"), out
+            if tuple(np.shape(out)) == (1, 1):
+                return self._remember("block"), None
+        try:
+            out = self.function(self._rows(X1[0]), self._rows(X2[0]), **params)
+        except Exception:  # noqa: BLE001 - it does not take pairs either: the block call's error will say why
+            return None, None
+        return (self._remember("pair"), out) if _is_number(out) else (None, None)
+
+    def _remember(self, convention: str) -> str:
+        # a memo of what the function is, not a hyperparameter (clone() and get_params() ignore it)
+        self._convention = convention
+        return convention
+
+    def _args(self, *blocks):
+        return tuple(self._rows(b) for b in blocks) if self.numpy else blocks
 
     def _rows(self, X: torch.Tensor) -> np.ndarray:
         return X.detach().cpu().numpy()
 
-    def _takes_pairs(self, X1, X2) -> bool:
-        """Whether the function follows scikit-learn's convention: a number for two 1-D rows."""
-        try:
-            out = self.function(self._rows(X1[0]), self._rows(X2[0]), **(self.params or {}))
-        except Exception:  # noqa: BLE001 - it does not take pairs either: the block error stands
-            return False
-        return np.ndim(out) == 0 or (isinstance(out, torch.Tensor) and out.numel() == 1)
-
-    def _per_pair(self, X1, X2, shape) -> torch.Tensor:
+    def _per_pair(self, X1, X2, shape, first=None) -> torch.Tensor:
         A, B = self._rows(X1), self._rows(X2)
         params = self.params or {}
         out = np.empty(shape, dtype=np.float64)
         same = X1 is X2  # symmetric: each unordered pair once, as scikit-learn
         for i in range(shape[0]):
             for j in range(i if same else 0, shape[1]):
-                out[i, j] = float(self.function(A[i], B[j], **params))
+                value = first if (i, j) == (0, 0) and first is not None else self.function(A[i], B[j], **params)
+                out[i, j] = float(value)
                 if same:
                     out[j, i] = out[i, j]
         return torch.tensor(out, dtype=X1.dtype, device=X1.device)

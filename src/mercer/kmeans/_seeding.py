@@ -73,10 +73,14 @@ def kmeans_plusplus(n: int, k: int, dist: DistanceOracle, generator: torch.Gener
 def seed_indices(init: str, n: int, k: int, dist: DistanceOracle, generator: torch.Generator, *, rows: int,
                  sample_weight: torch.Tensor | None = None, n_local_trials: int | None = None) -> torch.Tensor:
     """Indices (k,) of the initial centres: ``init="k-means++"`` (:func:`kmeans_plusplus`) or
-    ``"random"`` (k distinct points uniformly)."""
+    ``"random"`` (k distinct points, drawn with probabilities proportional to ``sample_weight``
+    as scikit-learn draws them, so a zero-weight point is never a seed; uniformly without weights,
+    or when fewer than k points have a positive weight)."""
     if init == "k-means++":
         return kmeans_plusplus(n, k, dist, generator, rows=rows, sample_weight=sample_weight,
                                n_local_trials=n_local_trials)
+    if sample_weight is not None and int((sample_weight > 0).sum()) >= k:
+        return _rnd.sample_without_replacement(generator, sample_weight.clamp_min(0.0), k)
     return _rnd.randperm(generator, n)[:k]
 
 

@@ -46,8 +46,11 @@ def check_init(owner: str, init, k: int, d: int):
         return init
     arr = to_numpy(init) if is_torch(init) else np.asarray(init, dtype=np.float64)
     if arr.shape != (k, d):
+        # then scikit-learn's sentence (users and its tests search for it)
+        what = f"clusters {k}" if arr.ndim < 1 or arr.shape[0] != k else f"features of the data {d}"
         raise ValueError(f"The 'init' parameter of {owner} must be an array of shape (n_clusters, n_features) = "
-                         f"({k}, {d}). Got {describe(arr)} instead.")
+                         f"({k}, {d}). Got {describe(arr)} instead. The shape of the initial centers {arr.shape} "
+                         f"does not match the number of {what}.")
     if not np.all(np.isfinite(arr)):
         raise ValueError(f"The 'init' parameter of {owner} must be finite. Got an array containing NaN or "
                          "infinity instead.")

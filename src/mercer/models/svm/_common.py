@@ -56,11 +56,13 @@ def _numeric_gamma(gamma, kernel, X, owner: str = "estimator"):
         with np.errstate(over="ignore", divide="ignore"):
             value = float(1.0 / (np.float64(X.shape[1]) * np.float64(var)))
         if not (math.isfinite(var) and 0 < value < math.inf):
+            # scikit-learn's wording first (users search for it), then what it means here
             raise ValueError(
-                f"{owner}: gamma='scale' is 1 / (n_features * X.var()), and X.var() = {var:.3g} on this data gives "
-                f"gamma = {value:.3g}, not a positive finite float: the data's values are too large (or too "
-                "small) for the kernel to be evaluated in floating point. The input data needs to be "
-                "preprocessed (e.g. sklearn.preprocessing.StandardScaler), or gamma given explicitly."
+                f"{owner}: The dual coefficients or intercepts are not finite: gamma='scale' is 1 / (n_features * "
+                f"X.var()), and X.var() = {var:.3g} on this data gives gamma = {value:.3g}, not a positive finite "
+                "float (the data's values are too large, or too small, for the kernel to be evaluated in floating "
+                "point). The input data may contain large values and need to be preprocessed (e.g. "
+                "sklearn.preprocessing.StandardScaler), or gamma given explicitly."
             )
         return value
     if gamma == "auto":
@@ -69,10 +71,18 @@ def _numeric_gamma(gamma, kernel, X, owner: str = "estimator"):
 
 
 def svc_kernel(est, X) -> Kernel:
-    """The kernel of ``est`` (``kernel, gamma, degree, coef0, kernel_params``) for data ``X``."""
+    """The kernel of ``est`` (``kernel, gamma, degree, coef0, kernel_params``) for data ``X``.
+
+    Also sets ``est._gamma``, scikit-learn SVC's private numeric gamma ("scale" and "auto"
+    resolved; 0.0, as scikit-learn's, for a precomputed or callable kernel, and for a kernel object
+    with a string gamma)."""
     owner = type(est).__name__
-    return resolve_kernel(est.kernel, gamma=_numeric_gamma(est.gamma, est.kernel, X, owner), degree=est.degree,
-                          coef0=est.coef0, kernel_params=est.kernel_params, owner=owner)
+    gamma = _numeric_gamma(est.gamma, est.kernel, X, owner)
+    gram = (isinstance(est.kernel, str) and est.kernel == "precomputed") or (
+        callable(est.kernel) and not isinstance(est.kernel, Kernel))
+    est._gamma = 0.0 if gamma is None or gram else float(gamma)
+    return resolve_kernel(est.kernel, gamma=gamma, degree=est.degree, coef0=est.coef0,
+                          kernel_params=est.kernel_params, owner=owner)
 
 
 def _contains_sigmoid(k: Kernel) -> bool:

@@ -92,6 +92,7 @@ class ReducedSetSVC(KernelSVC):
     break_ties = False
     approximation = None
     n_components = 500
+    _libsvm_dual_layout = False  # dual_coef_ holds the raw (n_machines, K) coefficients: no _dual_coef_
 
     _parameter_constraints: dict = {
         **{k: v for k, v in KernelSVC._parameter_constraints.items()

@@ -6,22 +6,23 @@ by SMO with the second-order working-set selection of Fan, Chen & Lin (2005, "WS
 shrinking heuristic with gradient reconstruction, and LIBSVM's ``tau`` fix for non-positive
 curvature (so that the iteration terminates for indefinite kernels too).
 
-The sequential loop is compiled with numba. Kernel rows live in an LRU cache of full-length rows
-(a 2-D array filled by the caller); when the loop needs a row that is not cached it returns to
-Python, which computes that row *and a batch of likely next ones* (the current top violators) in
-one BLAS-sized kernel block, then resumes the loop. Gradient reconstruction after shrinking is
-one blocked kernel-matrix product, also done by the caller.
+The sequential loop is compiled with numba, imported on the first solve (its import costs ~0.15 s,
+which ``import mercer`` does not pay). Kernel rows live in an LRU cache of full-length rows (a 2-D
+array filled by the caller); when the loop needs a row that is not cached it returns to Python,
+which computes that row *and a batch of likely next ones* (the current top violators) in one
+BLAS-sized kernel block, then resumes the loop. Gradient reconstruction after shrinking is one
+blocked kernel-matrix product, also done by the caller.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 import torch
-from numba import njit
 
 from ..._progress import task
 
@@ -40,7 +41,34 @@ _CONVERGED, _NEED_ROW, _MAX_ITER, _RECONSTRUCT, _RECONSTRUCT_FINAL = 0, 1, 2, 3,
 _S_ACTIVE, _S_ITER, _S_COUNTER, _S_UNSHRINK, _S_CLOCK, _S_MAXITER, _S_SHRINKING, _S_PENDING, _S_NONPSD = range(9)
 
 
-@njit(cache=True, nogil=True)
+#: the functions of the compiled loop, in the order they are defined (``_run`` calls the others)
+_COMPILED: list[str] = []
+_COMPILE_LOCK = threading.Lock()
+
+
+def _compiled(fn: Callable) -> Callable:
+    """Marks a function of the loop: numba compiles it, on the first solve (see :func:`_loop`)."""
+    _COMPILED.append(fn.__name__)
+    return fn
+
+
+def _loop() -> Callable:
+    """The loop ``_run`` as a numba dispatcher. The first call imports numba and turns every
+    :func:`_compiled` function of this module into a dispatcher (``_run`` finds ``_select`` and
+    ``_shrink`` as dispatchers when numba compiles it, on its first call); the machine code comes
+    from numba's on-disk cache when it is there (``cache=True``)."""
+    namespace = globals()
+    with _COMPILE_LOCK:
+        if not hasattr(namespace["_run"], "py_func"):
+            from numba import njit
+
+            for name in _COMPILED:
+                if not hasattr(namespace[name], "py_func"):
+                    namespace[name] = njit(cache=True, nogil=True)(namespace[name])
+    return namespace["_run"]
+
+
+@_compiled
 def _select(y, G, alpha, Cb, QD, cache, slot_of, last_used, active, n_active, eps, st, need):
     """WSS3. Returns 0 with the pair in need[0], need[1]; 1 when optimal; 2 when row need[0] is missing."""
     gmax = -np.inf
@@ -100,7 +128,7 @@ def _select(y, G, alpha, Cb, QD, cache, slot_of, last_used, active, n_active, ep
     return 0
 
 
-@njit(cache=True, nogil=True)
+@_compiled
 def _shrink(y, G, alpha, Cb, active, st, eps):
     """LIBSVM's do_shrinking. Returns True when the caller must reconstruct the gradient first."""
     n = y.shape[0]
@@ -145,7 +173,7 @@ def _shrink(y, G, alpha, Cb, active, st, eps):
     return False
 
 
-@njit(cache=True, nogil=True)
+@_compiled
 def _run(y, G, G_bar, alpha, Cb, QD, cache, slot_of, last_used, active, st, eps, need):
     """Iterate until converged / a row is missing / a reconstruction is needed / max_iter."""
     n = y.shape[0]
@@ -412,9 +440,10 @@ def solve_smo(rows: Callable[[np.ndarray], np.ndarray], diag: np.ndarray, y: np.
     # the compiled loop's arguments: arrays updated in place, never rebound
     args = (d.y, d.G, d.G_bar, d.alpha, d.Cb, d.QD, c.cache, c.slot_of, c.last_used, d.active, d.st, float(tol), d.need)
     converged = True
+    run = _loop()
     bar = task("SMO", unit="it")  # objective: approximate while shrinking (stale gradients)
     while True:
-        code = _run(*args)
+        code = run(*args)
         bar.update(int(d.st[_S_ITER]), objective=lambda: float(d.alpha @ (d.G - 1.0) / 2), rows=c.computed)
         if code == _NEED_ROW:
             idx = _rows_to_fetch(d, c.slot_of, int(d.need[0]), batch)

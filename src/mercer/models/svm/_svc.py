@@ -19,9 +19,11 @@ import warnings
 from numbers import Integral
 
 import numpy as np
+import scipy.sparse as sp
 import torch
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.exceptions import ConvergenceWarning, NotFittedError
+from sklearn.utils import deprecated
 from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import _ovr_decision_function
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, column_or_1d
@@ -49,6 +51,9 @@ _BATCH_BYTES = 64 * 2**20
 #: Bytes per entry of the kernel-row cache: float32 rows, as LIBSVM's.
 _CACHE_ITEMSIZE = 4
 #: The approximate feature maps and the compute parameters each accepts.
+#: scikit-learn 1.9 deprecates SVC's ``probability`` and ``probA_``/``probB_``; mercer follows (same wording).
+_PROB_DEPRECATION = ("Attribute `{}` was deprecated in version 1.9 of scikit-learn, as SVC's `probability=True` "
+                     "option (mercer's KernelSVC follows): use CalibratedClassifierCV(KernelSVC(), ensemble=False).")
 _APPROXIMATIONS = {"nystroem": (Nystroem, ("device", "dtype", "memory_budget")),
                    "rff": (RandomFourierFeatures, ("device", "dtype"))}
 
@@ -108,8 +113,24 @@ class _SVCDecisionMixin:
     """
 
     _saved_private = ("_sv", "_W", "_b", "_mode", "_pairs")  # private state that mercer.io saves
+    #: The scikit-learn class this one replaces, named in the messages users search for.
+    _drop_in_for = "SVC"
+
+    def _check_fitted(self) -> None:
+        check_is_fitted(self, "classes_", msg=(
+            f"This %(name)s instance (mercer's drop-in for scikit-learn's {self._drop_in_for}) is not fitted yet. "
+            "Call 'fit' with appropriate arguments before using this estimator."))
 
     def _raw_decision(self, X):
+        owner = type(self).__name__
+        if sp.issparse(X) and not getattr(self, "_sparse", True):
+            raise ValueError(f"cannot use sparse input in {owner!r} trained on dense data (as scikit-learn's "
+                             f"{self._drop_in_for}); fit it on sparse data, or pass X.toarray().")
+        n_sv = int(self._W.shape[0])
+        if int(np.sum(self.n_support_)) != n_sv:  # scikit-learn's guard (CVE-2020-28975), message first
+            raise ValueError(f"The internal representation of {self._drop_in_for} was altered: this {owner}'s "
+                             f"n_support_ {np.asarray(self.n_support_).tolist()} does not sum to its {n_sv} "
+                             "support vectors.")
         Xv = self._validate_X(X, reset=False)
         Xt = self._tensor(Xv)
         with _few_threads(Xt.device, Xt.shape[0] * max(1, self._W.shape[0]) * max(1, Xt.shape[1] // 16)):
@@ -153,7 +174,7 @@ class _SVCDecisionMixin:
     def decision_function(self, X):
         """Decision values: shape (n,) for two classes (positive favours ``classes_[1]``), else
         (n, n_classes) (``decision_function_shape="ovr"``) or (n, n_classes (n_classes - 1) / 2)."""
-        check_is_fitted(self, "classes_")
+        self._check_fitted()
         if getattr(self, "approximation_", None) is not None:
             out = self.linear_svc_.decision_function(self._features(X))
             return torch.as_tensor(out, device=X.device) if isinstance(X, torch.Tensor) else out
@@ -162,7 +183,7 @@ class _SVCDecisionMixin:
     def predict(self, X):
         """Class labels (one-vs-one: majority vote of the pairwise machines, ties to the lowest class,
         or to the largest ``decision_function`` with ``break_ties=True``, as scikit-learn)."""
-        check_is_fitted(self, "classes_")
+        self._check_fitted()
         if getattr(self, "approximation_", None) is not None:
             return _predict_labels(self.classes_, np.searchsorted(self.classes_, self.linear_svc_.predict(self._features(X))), X)
         ties = getattr(self, "break_ties", False)
@@ -192,7 +213,8 @@ class _SVCDecisionMixin:
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
-        tags.input_tags.sparse = True
+        # as scikit-learn's SVC: a precomputed Gram must be dense
+        tags.input_tags.sparse = not (isinstance(self.kernel, str) and self.kernel == "precomputed")
         tags.input_tags.pairwise = isinstance(self.kernel, str) and self.kernel == "precomputed"
         return tags
 
@@ -246,7 +268,8 @@ class KernelSVC(_SVCDecisionMixin, KernelEstimatorMixin, ClassifierMixin, BaseEs
     probability : bool, default=False
         Fit Platt sigmoids on 5-fold cross-validated decision values (as LIBSVM) for
         ``predict_proba``; one-vs-one probabilities are coupled (Wu, Lin & Weng 2004), one-vs-rest
-        ones normalised to sum to one.
+        ones normalised to sum to one. Deprecated as scikit-learn 1.9 deprecates SVC's (a FutureWarning
+        when True): ``CalibratedClassifierCV(KernelSVC(), ensemble=False)`` is the replacement.
     max_iter : int, default=-1
         SMO iterations per machine; -1: LIBSVM's limit ``max(1e7, 100 n)``.
     approximation : {None, "nystroem", "rff"}, default=None
@@ -270,13 +293,23 @@ class KernelSVC(_SVCDecisionMixin, KernelEstimatorMixin, ClassifierMixin, BaseEs
     dual_coef_ : ndarray (n_classes - 1, n_SV) as scikit-learn (one-vs-one), or (n_classes, n_SV)
         (one-vs-rest): ``alpha_i y_i`` per machine
     intercept_ : ndarray (n_machines,)
-    probA_, probB_ : ndarray (n_machines,) Platt parameters (``probability=True``)
+    probA_, probB_ : ndarray (n_machines,) Platt parameters (``probability=True``); reading them
+        gives scikit-learn 1.9's FutureWarning
+    _gamma, _dual_coef_, _n_support : scikit-learn SVC's private attributes, as its tests use them:
+        the numeric gamma; LIBSVM-oriented dual coefficients (assigning them changes the model);
+        ``n_support_`` itself (altering it makes prediction raise)
     n_iter_ : ndarray (n_machines,) SMO iterations
     fit_status_ : int, 0 when every machine converged
     coef_ : ndarray (n_machines, n_features), read-only; linear kernel only (a property, as scikit-learn)
     kernel_, fit_time_
     approximation_, linear_svc_ : the feature map and linear SVM (``approximation`` only)
     """
+
+    _saved_private = ("_gamma", "_sparse", "_probA", "_probB")  # adds to the mixin's
+    #: Files written before probA_/probB_ became deprecated properties (mercer.io).
+    _renamed_state = {"probA_": "_probA", "probB_": "_probB"}
+    #: ``dual_coef_`` in LIBSVM's layout, so scikit-learn's private ``_dual_coef_`` is available.
+    _libsvm_dual_layout = True
 
     _parameter_constraints: dict = {
         **SVC_KERNEL_CONSTRAINTS,
@@ -331,8 +364,17 @@ class KernelSVC(_SVCDecisionMixin, KernelEstimatorMixin, ClassifierMixin, BaseEs
         keeps a positive weight.
         """
         check_params(self)
+        owner = type(self).__name__
+        if sp.issparse(X) and isinstance(self.kernel, str) and self.kernel == "precomputed":
+            raise TypeError(f"{owner}: Sparse precomputed kernels are not supported (as scikit-learn's "
+                            f"{self._drop_in_for}); pass the Gram matrix as a dense array (K.toarray()).")
+        if self.probability:
+            warnings.warn(f"{owner}: the `probability` parameter was deprecated in scikit-learn 1.9 (SVC's, removed "
+                          f"in its 1.11; mercer follows): use CalibratedClassifierCV({owner}(), ensemble=False) instead "
+                          f"of {owner}(probability=True).", FutureWarning, stacklevel=2)
         X = self._validate_X(X, reset=True)
-        self.classes_, yi = _labels(type(self).__name__, y, X.shape[0])
+        self._sparse = sp.issparse(X)  # as scikit-learn's SVC: sparse X at predict needs a sparse fit
+        self.classes_, yi = _labels(owner, y, X.shape[0])
         sw = self._svc_sample_weight(sample_weight, X.shape[0])
         self._setup_compute(X)
         self.kernel_ = svc_kernel(self, X)
@@ -458,8 +500,8 @@ class KernelSVC(_SVCDecisionMixin, KernelEstimatorMixin, ClassifierMixin, BaseEs
             raise ValueError(f"{owner}: The dual coefficients or intercepts are not finite. The input data may "
                              "contain large values and need to be preprocessed.")
         self._store_machines(Xt, yi, coef, intercept)
-        self.probA_ = np.array([p[0] for p in probs]) if self.probability else np.empty(0)
-        self.probB_ = np.array([p[1] for p in probs]) if self.probability else np.empty(0)
+        self._probA = np.array([p[0] for p in probs]) if self.probability else np.empty(0)
+        self._probB = np.array([p[1] for p in probs]) if self.probability else np.empty(0)
 
     def _store_machines(self, Xt, yi, coef, intercept):
         """Support vectors and coefficients from ``coef`` (n, n_machines) = alpha_i y_i per machine."""
@@ -477,19 +519,81 @@ class KernelSVC(_SVCDecisionMixin, KernelEstimatorMixin, ClassifierMixin, BaseEs
         else:
             self._sv = Xt[torch.as_tensor(order, device=Xt.device)]
             self.support_vectors_ = self._sv
-        self.intercept_ = intercept.copy()
+        self.intercept_ = -intercept if k == 2 and self._mode == "ovo" else intercept.copy()
+        self.dual_coef_ = self._public_dual(self._dual_layout(W))
+
+    # -- scikit-learn's layout of the dual coefficients ------------------------------------------
+    def _sv_classes(self) -> np.ndarray:
+        return np.repeat(np.arange(len(self.classes_)), self.n_support_)
+
+    def _dual_layout(self, W: np.ndarray) -> np.ndarray:
+        """Raw coefficients ``W`` (n_SV, n_machines) in LIBSVM's layout: one-vs-one (n_classes - 1,
+        n_SV), row j - 1 holding class i's coefficients in machine (i, j) and row i class j's;
+        one-vs-rest (n_classes, n_SV)."""
         if self._mode != "ovo":
-            self.dual_coef_ = W.T.copy()
-            return
-        # scikit-learn's layout: row j - 1 holds class i's coefficients in machine (i, j), row i class j's
-        dual = np.zeros((k - 1, len(order)))
-        cls = yi[order]
+            return W.T.copy()
+        cls = self._sv_classes()
+        dual = np.zeros((len(self.classes_) - 1, len(cls)))
         for p, (i, j) in enumerate(self._pairs):
             dual[j - 1, cls == i] = W[cls == i, p]
             dual[i, cls == j] = W[cls == j, p]
-        if k == 2:
-            dual, self.intercept_ = -dual, -self.intercept_
-        self.dual_coef_ = dual
+        return dual
+
+    def _machine_coefs(self, dual: np.ndarray) -> np.ndarray:
+        """The inverse of :meth:`_dual_layout`: (n_SV, n_machines) raw coefficients."""
+        if self._mode != "ovo":
+            return dual.T.copy()
+        cls = self._sv_classes()
+        W = np.zeros((len(cls), len(self._pairs)))
+        for p, (i, j) in enumerate(self._pairs):
+            W[cls == i, p] = dual[j - 1, cls == i]
+            W[cls == j, p] = dual[i, cls == j]
+        return W
+
+    def _public_dual(self, dual: np.ndarray) -> np.ndarray:
+        """``dual_coef_`` from LIBSVM's layout: the sign flipped for two classes (one-vs-one), as SVC."""
+        return -dual if len(self.classes_) == 2 and self._mode == "ovo" else dual
+
+    @property
+    def _dual_coef_(self) -> np.ndarray:
+        """scikit-learn SVC's private dual coefficients: ``dual_coef_`` in LIBSVM's orientation (its
+        sign flipped for two classes). Assigning an array of the same shape changes the model, as in
+        scikit-learn: ``predict``, ``decision_function``, ``dual_coef_`` and ``coef_`` follow it
+        (assign a whole array: writing into the returned copy changes nothing)."""
+        self._check_fitted()
+        if not self._libsvm_dual_layout:
+            raise AttributeError(f"{type(self).__name__} has no _dual_coef_ (its dual_coef_ is not in LIBSVM's layout).")
+        if getattr(self, "approximation_", None) is not None:
+            raise AttributeError(f"_dual_coef_ is only available for the exact {type(self).__name__} "
+                                 f"(approximation=None); got approximation={self.approximation!r}.")
+        return self._dual_layout(to_numpy(self._W).astype(np.float64))
+
+    @_dual_coef_.setter
+    def _dual_coef_(self, value) -> None:
+        current = self._dual_coef_
+        dual = np.asarray(value, dtype=np.float64)
+        if dual.shape != current.shape or not np.isfinite(dual).all():
+            raise ValueError(f"{type(self).__name__}: _dual_coef_ must be a finite array of shape {current.shape} "
+                             f"(LIBSVM's layout); got shape {dual.shape}.")
+        self._W = torch.as_tensor(self._machine_coefs(dual), dtype=self._dtype, device=self._device)
+        self.dual_coef_ = self._public_dual(dual.copy())
+
+    @property
+    def _n_support(self) -> np.ndarray:
+        """scikit-learn SVC's private support-vector counts: the ``n_support_`` array itself (a change
+        made in place makes prediction raise, as scikit-learn)."""
+        return self.n_support_
+
+    def _get_probA(self) -> np.ndarray:
+        return self._probA
+
+    def _get_probB(self) -> np.ndarray:
+        return self._probB
+
+    probA_ = property(deprecated(_PROB_DEPRECATION.format("probA_"))(_get_probA),
+                      doc="Platt sigmoid slopes, one per machine (``probability=True``; empty otherwise). Deprecated.")
+    probB_ = property(deprecated(_PROB_DEPRECATION.format("probB_"))(_get_probB),
+                      doc="Platt sigmoid offsets, one per machine (``probability=True``; empty otherwise). Deprecated.")
 
     def _platt(self, Xt, idx, ybin, Cb, gen):
         """LIBSVM's svm_binary_svc_probability: 5-fold CV decision values, then a sigmoid fit."""
@@ -545,16 +649,16 @@ class KernelSVC(_SVCDecisionMixin, KernelEstimatorMixin, ClassifierMixin, BaseEs
     @available_if(_available_if_proba)
     def predict_proba(self, X):
         """Class probabilities (n, n_classes) from Platt-scaled decision values (``probability=True``)."""
-        check_is_fitted(self, "classes_")
+        self._check_fitted()
         if not self.probability or getattr(self, "approximation_", None) is not None:
             raise AttributeError("predict_proba is only available when probability=True (exact SVC).")
-        if np.size(getattr(self, "probA_", ())) == 0:
+        if np.size(getattr(self, "_probA", ())) == 0:
             raise NotFittedError(f"predict_proba is not available when fitted with probability=False: this "
                                  f"{type(self).__name__} was fitted with probability=False; fit it again with "
                                  "probability=True.")
         raw = to_numpy(self._raw_decision(X))
         k = len(self.classes_)
-        out = class_probabilities(raw, self.probA_, self.probB_, self._pairs, k, one_vs_rest=self._mode == "ovr" and k > 2)
+        out = class_probabilities(raw, self._probA, self._probB, self._pairs, k, one_vs_rest=self._mode == "ovr" and k > 2)
         return torch.as_tensor(out, device=X.device) if isinstance(X, torch.Tensor) else out
 
     @available_if(_available_if_proba)
