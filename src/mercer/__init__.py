@@ -3,51 +3,65 @@
 >>> import mercer
 >>> from mercer.kernels import RBF, Linear
 >>> model = mercer.KernelRidge(alpha=1.0, kernel=0.5 * RBF(gamma=0.1) + Linear()).fit(X, y)
+
+The public names are imported on first use (PEP 562): ``import mercer`` itself imports neither
+torch nor scikit-learn, so the ``mercer`` command (a subpackage) answers ``--help`` at once;
+``mercer.KernelRidge`` or ``from mercer import KernelRidge`` imports what that name needs.
 """
 
-__version__ = "0.1.0"  # before the imports (PEP 8), so that it is there while they run
+from typing import TYPE_CHECKING
 
-from . import approx, kernels, linalg, models
-from ._config import Config, config_context, get_config, set_config
-from ._progress import progress
-from .approx import (IncompleteCholesky, LandmarkFeatures, Nystroem, PolynomialFeatureMap, RandomFourierFeatures,
-                     RandomMaclaurin, TensorSketch)
-from .models import *  # noqa: F403  (every estimator, also as mercer.<Name>)
-from .models import __all__ as _MODELS
+__version__ = "0.1.0"
 
-#: submodules imported on first use (``mercer.io.save``): they cost nothing until then. Not in
-#: ``__all__``: ``from mercer import *`` must not shadow the standard library's ``io``.
-_LAZY_SUBMODULES = ("io", "plotting")
+#: submodules in ``__all__``, imported on first use (``import mercer.kernels`` works as for any package)
+_SUBMODULES = ("approx", "kernels", "linalg", "models")
+#: submodules imported on first use (``mercer.io.save``) and not in ``__all__`` (``from mercer import *``
+#: must not shadow the standard library's ``io``); ``mercer.distributed`` needs dask: import it by name
+_LAZY_SUBMODULES = ("datasets", "io", "kmeans", "plotting", "sources")
+#: every estimator of ``mercer.models.__all__``, also as ``mercer.<Name>`` (tests/test_import_time.py
+#: checks that the two lists agree)
+_MODELS = (
+    "ApproximateKernelPCA", "BudgetSVC", "GaussianProcessRegressor", "KMeans", "KernelAgglomerative", "KernelKMeans",
+    "KernelKNeighborsClassifier", "KernelKNeighborsRegressor", "KernelLogisticRegression", "KernelPCA",
+    "KernelPerceptron", "KernelRadiusNeighborsClassifier", "KernelRadiusNeighborsRegressor", "KernelRidge",
+    "KernelRidgeCV", "KernelRidgeClassifier", "KernelSVC", "MKLClassifier", "MKLRegressor", "NystroemKernelRidge",
+    "NystroemKernelRidgeClassifier", "RandomFeatureRidge", "ReducedSetSVC", "SketchedKernelRidge",
+    "SparseGPRegressor", "plot_dendrogram",
+)
+#: public name -> the submodule that defines it
+_ORIGIN = {
+    **dict.fromkeys(_MODELS, "models"),
+    **dict.fromkeys(("IncompleteCholesky", "LandmarkFeatures", "Nystroem", "PolynomialFeatureMap",
+                     "RandomFourierFeatures", "RandomMaclaurin", "TensorSketch"), "approx"),
+    **dict.fromkeys(("Config", "config_context", "get_config", "set_config"), "_config"),
+    "progress": "_progress",
+}
+
+if TYPE_CHECKING:  # the names as type checkers and editors see them; at run time __getattr__ imports them
+    from . import approx, kernels, linalg, models  # noqa: F401  (not io: it imports the package, then plotting)
+    from ._config import Config, config_context, get_config, set_config  # noqa: F401
+    from ._progress import progress  # noqa: F401
+    from .approx import (IncompleteCholesky, LandmarkFeatures, Nystroem, PolynomialFeatureMap,  # noqa: F401
+                         RandomFourierFeatures, RandomMaclaurin, TensorSketch)
+    from .models import *  # noqa: F401, F403
 
 
 def __getattr__(name: str):
-    if name in _LAZY_SUBMODULES:
-        import importlib
+    import importlib
 
+    if name in _SUBMODULES or name in _LAZY_SUBMODULES:
         return importlib.import_module(f"{__name__}.{name}")  # also binds it on the package
+    if name in _ORIGIN:
+        value = getattr(importlib.import_module(f"{__name__}.{_ORIGIN[name]}"), name)
+        globals()[name] = value  # the next look-up is a plain attribute
+        return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def __dir__():
-    return sorted(set(globals()) | set(_LAZY_SUBMODULES))
+    return sorted(set(globals()) | set(_SUBMODULES) | set(_LAZY_SUBMODULES) | set(_ORIGIN))
 
 
-__all__ = _MODELS + [
-    "Config",
-    "IncompleteCholesky",
-    "LandmarkFeatures",
-    "Nystroem",
-    "PolynomialFeatureMap",
-    "RandomFourierFeatures",
-    "RandomMaclaurin",
-    "TensorSketch",
-    "models",
-    "__version__",
-    "approx",
-    "config_context",
-    "get_config",
-    "kernels",
-    "linalg",
-    "progress",
-    "set_config",
-]
+__all__ = [*_MODELS, "Config", "IncompleteCholesky", "LandmarkFeatures", "Nystroem", "PolynomialFeatureMap",
+           "RandomFourierFeatures", "RandomMaclaurin", "TensorSketch", "models", "__version__", "approx",
+           "config_context", "get_config", "kernels", "linalg", "progress", "set_config"]

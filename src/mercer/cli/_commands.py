@@ -1,5 +1,6 @@
-"""``mercer fit``, ``mercer predict`` and ``mercer demo``, and the model options they share with
-``mercer evaluate`` and ``mercer tune``."""
+"""``mercer fit``, ``mercer predict`` and ``mercer demo``, and what they share with ``mercer evaluate``
+and ``mercer tune``: building the estimator, reading the data, saving the model. (Their options are
+declared in :mod:`._arguments`.)"""
 
 from __future__ import annotations
 
@@ -16,90 +17,18 @@ from ..io import load, save
 from ..kernels import parse_kernel_spec
 from ..models import (KernelPCA, KernelRidge, KernelRidgeClassifier, KernelSVC, NystroemKernelRidge,
                       NystroemKernelRidgeClassifier)
-from ._data import CLIError, read_table
-from ._main import fraction, memory_size, positive_float, positive_int
+from ._arguments import MODELS
+from ._data import CLIError, is_large_input, read_table, streamed_table
 from ._prep import as_categorical, build_pipeline, categorical_columns, describe_plan, plan_columns
 from ._progress import Progress
 
-__all__ = ["MODELS", "Prepared", "add_model_arguments", "build_estimator", "check_out_path", "final_estimator",
-           "prepare", "run_demo", "run_fit", "run_predict", "score_line"]
+__all__ = ["MODELS", "Prepared", "build_estimator", "check_out_path", "final_estimator", "prepare", "run_demo",
+           "run_fit", "run_predict", "score_line"]
 
-MODELS = {"ridge": "KernelRidge", "ridge-classifier": "KernelRidgeClassifier", "kpca": "KernelPCA",
-          "nystroem-ridge": "NystroemKernelRidge", "nystroem-classifier": "NystroemKernelRidgeClassifier",
-          "svc": "KernelSVC"}
 #: what 'mercer predict' applies: the models 'fit' writes, and those 'tune' writes
 APPLICABLE = frozenset(MODELS.values()) | {"KernelRidgeCV"}
 REGRESSORS = ("ridge", "nystroem-ridge")
 CLASSIFIERS = ("ridge-classifier", "nystroem-classifier", "svc")
-
-_KERNEL_HELP = ("kernel spec 'name[:key=value,...]', '+' for sums, e.g. 'rbf:gamma=0.1', "
-                "'poly:degree=3,coef0=1', 'rbf:sigma=2+linear' (default: %(default)s; names: linear, "
-                "poly, quadratic, rbf, laplacian, matern, sigmoid, intersection, histogram)")
-
-
-# -- options --------------------------------------------------------------------------------------
-def add_data_arguments(p, *, target_help: str) -> None:
-    p.add_argument("--data", required=True, metavar="FILE", help="training data: .csv, .tsv, .npy or .parquet")
-    p.add_argument("--target", metavar="COL", help=target_help)
-    p.add_argument("--no-header", action="store_true", help="the CSV file has no header row")
-    p.add_argument("--drop", nargs="+", default=[], metavar="COL", help="columns to leave out")
-    p.add_argument("--categorical", nargs="+", default=[], metavar="COL",
-                   help="columns to one-hot encode even if numeric (text columns are, by default)")
-    p.add_argument("--missing", choices=("impute", "refuse"), default="impute",
-                   help="missing feature values: impute (median / most frequent) or refuse, naming the columns "
-                        "(default %(default)s)")
-    p.add_argument("--preprocess", choices=("auto", "none"), default="auto",
-                   help="auto: standardise numeric columns, one-hot encode categorical ones, centre and scale a "
-                        "regression target; none: use the numeric columns as they are (default %(default)s)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the data splits and random choices (default 0)")
-
-
-def add_compute_arguments(p) -> None:
-    p.add_argument("--dtype", choices=("float32", "float64"), default=None, help="compute precision")
-    p.add_argument("--device", default=None, help="cpu, cuda, cuda:1, ... (default cpu)")
-    p.add_argument("--memory-budget", type=memory_size, default=None, metavar="SIZE",
-                   help="memory for kernel matrices, e.g. 2GiB or 1TB (default: half the free memory)")
-
-
-def add_model_arguments(p, *, model_required: bool = True) -> None:
-    add_data_arguments(p, target_help="target column: a name or a 0-based index (negative counts from the end); "
-                                      "required except for kpca")
-    p.add_argument("--model", required=model_required, choices=sorted(MODELS), help="estimator to fit")
-    p.add_argument("--kernel", default="rbf", metavar="SPEC", help=_KERNEL_HELP)
-    p.add_argument("--alpha", type=positive_float, default=None,
-                   help="regularisation of ridge models, as in scikit-learn (default 1.0)")
-    p.add_argument("--C", type=positive_float, default=None, dest="C",
-                   help="inverse regularisation of svc, as in scikit-learn (default 1.0)")
-    p.add_argument("--n-components", type=positive_int, default=None, metavar="K",
-                   help="components kept by kpca (default 2)")
-    p.add_argument("--centers", type=positive_int, default=None, metavar="M",
-                   help="Nyström models: number of centres (default min(n, max(100, 5 sqrt(n))))")
-    add_compute_arguments(p)
-
-
-def add_fit_arguments(p) -> None:
-    add_model_arguments(p)
-    p.add_argument("--holdout", type=fraction, default=0.2, metavar="FRACTION",
-                   help="fraction of rows held out to report a test score before the final fit on all rows "
-                        "(0: none; default %(default)s)")
-    p.add_argument("--out", required=True, metavar="MODEL", help="where to save the fitted model")
-
-
-def add_predict_arguments(p) -> None:
-    p.add_argument("--model", required=True, metavar="MODEL", help="a file written by 'mercer fit'")
-    p.add_argument("--data", required=True, metavar="FILE", help=".csv, .tsv, .npy or .parquet")
-    p.add_argument("--target", metavar="COL",
-                   help="a target column to drop before predicting (and to score against)")
-    p.add_argument("--device", default=None, help="where to compute (default cpu)")
-    p.add_argument("--no-header", action="store_true", help="the CSV file has no header row")
-    p.add_argument("--out", default="-", metavar="FILE.csv", help="output CSV (default '-': standard output)")
-
-
-def add_demo_arguments(p) -> None:
-    p.add_argument("--quick", action="store_true", help="subsample the data (a few seconds in all)")
-    p.add_argument("--device", default=None, help="device for mercer (cpu, cuda, ...; default cpu)")
-    p.add_argument("--dtype", choices=("float32", "float64"), default=None,
-                   help="precision for mercer (default: follows the data, float64)")
 
 
 # -- models ---------------------------------------------------------------------------------------
@@ -227,6 +156,8 @@ def prepare(args, progress: bool) -> Prepared:
     auto = args.preprocess == "auto"
     if not auto and (args.drop or args.categorical):
         raise CLIError("--drop and --categorical need --preprocess auto.")
+    if _streams(estimator, args):
+        return _prepare_streamed(args, estimator, progress)
     with Progress(f"reading {args.data}", enabled=progress):
         table = read_table(args.data, args.target, header=not args.no_header, numeric_only=not auto)
     y, keep = _target(args, table)
@@ -245,6 +176,34 @@ def prepare(args, progress: bool) -> Prepared:
     frame = as_categorical(frame[plan.used], plan.categorical)
     summary = "; ".join(notes + [describe_plan(plan, scale_target=scale_target, imputed=True)])
     return Prepared(table, frame, y, model, estimator, summary)
+
+
+def _streams(estimator, args) -> bool:
+    """Whether ``--data`` stays on disk: the model fits from streamed data and the data are a folder
+    or glob of Parquet files, or a file larger than a quarter of the memory budget."""
+    if getattr(type(estimator), "_streams_fit", False) is not True:
+        return False
+    from ..linalg import default_memory_budget
+
+    return is_large_input(str(args.data), default_memory_budget(None, args.memory_budget))
+
+
+def _prepare_streamed(args, estimator, progress: bool) -> Prepared:
+    """The features left on disk (read block by block by the fit), the target read; no
+    preprocessing pipeline (it would need the table in memory): the columns are used as they are."""
+    if args.categorical:
+        raise CLIError(f"--categorical needs the table in memory; {args.data} is streamed from disk (a folder or "
+                       "glob of Parquet files, or a large file), whose feature columns must be numeric.")
+    with Progress(f"opening {args.data}", enabled=progress):
+        table = streamed_table(str(args.data), args.target, drop=args.drop)
+    y, keep = _target(args, table)
+    if keep is not None and not keep.all():
+        raise CLIError(f"{args.data}: {int((~keep).sum())} row(s) have no target; rows cannot be dropped from data "
+                       "streamed from disk: remove them when writing the files.")
+    how = ("the numeric columns as they are (no standardisation: streamed data are not preprocessed)"
+           if args.preprocess == "auto" else "(--preprocess none)")
+    summary = f"none, data streamed from disk block by block; {how}"
+    return Prepared(table, table.X, y, estimator, estimator, summary)
 
 
 def _refuse_missing(X, path) -> None:
@@ -311,7 +270,10 @@ def run_fit(args, out, progress: bool) -> int:
     prep = prepare(args, progress)
     print(f"data: {_describe_table(prep.table, len(prep.X))}", file=out)
     print(f"preprocessing: {prep.summary}", file=out)
-    if args.holdout > 0 and args.model != "kpca":
+    if args.holdout > 0 and args.model != "kpca" and prep.table.streamed:
+        print("held-out score: skipped (the data are streamed from disk; score a separate test file with "
+              "'mercer predict --target')", file=out)
+    elif args.holdout > 0 and args.model != "kpca":
         from ._scoring import held_out
 
         print(held_out(prep, args, progress), file=out)

@@ -1,12 +1,22 @@
-"""Reading tables for the CLI: CSV, NumPy ``.npy`` and Parquet, and picking the target column."""
+"""Reading tables for the CLI: CSV, NumPy ``.npy`` and Parquet, and picking the target column.
+
+A folder of Parquet files or a glob (``'data/*.parquet'``) is one table. For a model that fits
+from streamed data (:mod:`mercer.sources`), :func:`streamed_table` leaves the features on disk when
+the data are many Parquet files or a file larger than a quarter of the memory budget
+(:func:`is_large_input`); only the target is read.
+"""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
 
-__all__ = ["CLIError", "Table", "read_table"]
+from ..sources import ArraySource
+from ..sources import _parquet_files as _source_files
+
+__all__ = ["CLIError", "Table", "is_large_input", "read_table", "streamed_table"]
 
 
 class CLIError(Exception):
@@ -20,8 +30,9 @@ class Table:
     a 2-D float ndarray (``.npy``); ``columns`` lists the column labels of the whole file.
     """
 
-    def __init__(self, X, y, columns: list, target_name, path: Path):
+    def __init__(self, X, y, columns: list, target_name, path: Path, streamed: bool = False):
         self.X, self.y, self.columns, self.target_name, self.path = X, y, columns, target_name, path
+        self.streamed = streamed  # X is a mercer.sources.RowSource (read block by block)
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -84,16 +95,135 @@ def _target_position(target: str, columns: list) -> int:
     return pos % len(columns)
 
 
+def _is_many(text: str) -> bool:
+    """A folder or a glob: a table in several (Parquet) files."""
+    return os.path.isdir(text) or any(ch in text for ch in "*?[")
+
+
+def _parquet_files(text: str) -> list[str]:
+    """The Parquet files of a folder or glob, in sorted order."""
+    if os.path.isdir(text):  # a folder of Parquet files only (Spark's _SUCCESS and hidden files aside)
+        others = [f for root, _, names in os.walk(text) for f in names
+                  if not f.startswith((".", "_")) and not f.lower().endswith((".parquet", ".pq"))]
+        if others or not any(f.lower().endswith((".parquet", ".pq")) for _, _, names in os.walk(text) for f in names):
+            raise CLIError(f"--data {text} is a directory; give a data file (.csv, .tsv, .npy or .parquet) or a "
+                           "folder of Parquet files only.")
+    try:
+        found = _source_files(text)
+    except FileNotFoundError as exc:
+        raise CLIError(f"--data {text}: {exc}") from None
+    bad = [f for f in found if not f.lower().endswith((".parquet", ".pq"))]
+    if bad:
+        raise CLIError(f"--data {text}: a folder or glob must hold Parquet files only; got {bad[0]!r}.")
+    return found
+
+
+def _load_many(text: str):
+    """A folder or glob of Parquet files as one DataFrame (in memory), files in sorted order."""
+    pd = _pandas()
+    frames = []
+    for f in _parquet_files(text):
+        try:
+            frames.append(pd.read_parquet(f))
+        except Exception as exc:  # pyarrow raises its own error types for corrupt files
+            raise CLIError(f"{f}: cannot read as Parquet ({' '.join(str(exc).split())}).") from exc
+    return pd.concat(frames, ignore_index=True)
+
+
+def is_large_input(text: str, budget: int) -> bool:
+    """Whether ``--data`` should stay on disk for a model that streams: several Parquet files (a
+    folder or a glob), or one ``.npy`` / Parquet file whose values exceed a quarter of ``budget``."""
+    if _is_many(text):
+        return True
+    path = Path(text)
+    kind = path.suffix.lower()
+    if not path.is_file() or kind not in (".npy", ".parquet", ".pq"):
+        return False
+    try:
+        if kind == ".npy":
+            arr = np.load(path, mmap_mode="r", allow_pickle=False)
+            size = arr.size * 8
+        else:
+            import pyarrow.parquet as pq
+
+            meta = pq.ParquetFile(path).metadata
+            size = meta.num_rows * meta.num_columns * 8
+    except Exception:  # unreadable: the in-memory reader says why
+        return False
+    return size > budget // 4
+
+
+class _NpyFeatures(ArraySource):
+    """The feature columns ``keep`` of a memory-mapped ``.npy`` table (the target column left out)."""
+
+    def __init__(self, array, keep):
+        super().__init__(array)
+        self.keep = np.asarray(keep, dtype=np.int64)
+        self.n_features = len(self.keep)
+
+    def _read(self, start, stop):
+        return np.array(self.array[start:stop][:, self.keep], dtype=self.dtype, order="C")
+
+    def take(self, index):
+        rows = np.asarray(self.array[np.asarray(index, dtype=np.int64).ravel()])
+        return np.array(rows[:, self.keep], dtype=self.dtype, order="C")
+
+
+def streamed_table(text: str, target: str | None = None, *, drop=()) -> Table:
+    """The table of ``--data`` with its features left on disk (a :class:`~mercer.sources.RowSource`)
+    and the target read: Parquet (a file, a folder or a glob; numeric feature columns only) or a
+    ``.npy`` array (memory-mapped)."""
+    from ..sources import ParquetSource
+
+    path = Path(text)
+    if not _is_many(text) and not path.is_file():
+        raise CLIError(f"data file not found: {path}")
+    if path.suffix.lower() == ".npy" and not _is_many(text):
+        arr = np.load(path, mmap_mode="r", allow_pickle=False)
+        if arr.ndim != 2 or arr.dtype.kind not in "biuf":
+            raise CLIError(f"{path}: expected a 2-D numeric array; got shape {arr.shape}, dtype {arr.dtype}.")
+        columns = list(range(arr.shape[1]))
+        pos = None if target is None else _target_position(target, columns)
+        y = None if pos is None else np.array(arr[:, pos])
+        keep = [j for j in range(arr.shape[1]) if j != pos]
+        if not keep:
+            raise CLIError(f"{path}: no feature columns left once the target is set aside.")
+        return Table(_NpyFeatures(arr, keep), y, columns, pos, path, streamed=True)
+    files = _parquet_files(text) if _is_many(text) else [text]
+    import pyarrow.parquet as pq
+
+    columns = list(pq.read_schema(files[0]).names)
+    name = None if target is None else columns[_target_position(target, columns)]
+    unknown = [c for c in drop if c not in columns]
+    if unknown:
+        raise CLIError(f"--drop: unknown column(s) {_show(unknown)}; columns are {_show(columns)}.")
+    features = [c for c in columns if c != name and c not in drop]
+    schema = pq.read_schema(files[0])
+    import pyarrow.types as pat
+
+    text_cols = [c for c in features if not any(f(schema.field(c).type) for f in
+                                                 (pat.is_integer, pat.is_floating, pat.is_boolean))]
+    if text_cols:
+        raise CLIError(f"{text}: feature columns must be numeric when the data are streamed from disk; "
+                       f"{_show(text_cols)} are not (leave them out with --drop, or encode them in the files).")
+    try:
+        X = ParquetSource(files, columns=features)
+        y = None if name is None else X.read_column(name, dtype=None)
+    except ValueError as exc:
+        raise CLIError(f"--data {text} (streamed from disk): {exc}") from None
+    return Table(X, y, columns, name, path, streamed=True)
+
+
 def read_table(path, target: str | None = None, *, header: bool = True, numeric_only: bool = True) -> Table:
     """Read ``path`` and split off the ``target`` column (a name, or a 0-based index; negative
     indices count from the end). With ``numeric_only`` every feature column must be numeric;
-    otherwise text columns are kept (for the preprocessing pipeline to encode)."""
+    otherwise text columns are kept (for the preprocessing pipeline to encode). A folder or a
+    glob of Parquet files is read as one table."""
+    many = _is_many(str(path))
     path = Path(path)
-    if path.is_dir():
-        raise CLIError(f"--data {path} is a directory; give a data file (.csv, .tsv, .npy or .parquet).")
-    if not path.is_file():
+    if not many and not path.is_file():
         raise CLIError(f"data file not found: {path}")
-    data = _load_frame(path, header)
+    data = _load_many(str(path)) if many else _load_frame(path, header)
     if isinstance(data, np.ndarray):
         columns = list(range(data.shape[1]))
         y, name = None, None

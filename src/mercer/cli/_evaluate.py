@@ -1,24 +1,17 @@
-"""``mercer evaluate``: k-fold cross-validation or one held-out split, metrics next to a baseline."""
+"""``mercer evaluate``: k-fold cross-validation or one held-out split, metrics next to a baseline
+(options: :func:`._arguments.add_evaluate_arguments`)."""
 
 from __future__ import annotations
 
 import numpy as np
 from sklearn.base import clone
 
-from ._commands import CLASSIFIERS, add_model_arguments, prepare
+from ._commands import CLASSIFIERS, prepare
 from ._data import CLIError
-from ._main import fraction, positive_int
 from ._progress import Progress
 from ._scoring import baseline, metrics, split, stratify
 
-__all__ = ["add_arguments", "run"]
-
-
-def add_arguments(p) -> None:
-    add_model_arguments(p)
-    p.add_argument("--cv", type=positive_int, default=5, metavar="K", help="number of folds (default %(default)s)")
-    p.add_argument("--holdout", type=fraction, default=None, metavar="FRACTION",
-                   help="one held-out split of this fraction of the rows instead of k-fold cross-validation")
+__all__ = ["run"]
 
 
 def _scores(model, X, y, args, classifier: bool, progress: bool) -> dict:

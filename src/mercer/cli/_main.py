@@ -1,7 +1,9 @@
 """``mercer`` command line: argparse -> estimators. No maths here.
 
 Each subcommand is one entry of :data:`COMMANDS` (its help, its arguments, its handler), so a
-new command is one more entry; the handlers live in their own modules.
+new command is one more entry. The options are declared in :mod:`._arguments` (standard library
+only); the handlers live in their own modules, imported when their command runs, so that
+``mercer --help`` starts without torch, scikit-learn or numba.
 """
 
 from __future__ import annotations
@@ -9,16 +11,16 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import re
 import sys
 import time
 import warnings
 from dataclasses import dataclass
 from typing import Callable
 
-from .. import __version__
+from .. import __version__  # the package imports its parts on use: this costs nothing
 from .._progress import progress as progress_bars
-from ._data import CLIError
+from . import _arguments as arguments
+from ._arguments import fraction, memory_size, positive_float, positive_int  # noqa: F401  (their former home)
 
 __all__ = ["COMMANDS", "Command", "build_parser", "main"]
 
@@ -49,48 +51,6 @@ class _UsageError(Exception):
         self.parser = parser
 
 
-def positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not value >= 0:
-        raise argparse.ArgumentTypeError(f"expected a number >= 0, got {text!r}")
-    return value
-
-
-def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 1, got {text!r}")
-    return value
-
-
-def fraction(text: str) -> float:
-    value = positive_float(text)
-    if not value < 1:
-        raise argparse.ArgumentTypeError(f"expected a fraction in [0, 1), got {text!r}")
-    return value
-
-
-_UNITS = {"": 1, "b": 1, "k": 2**10, "kb": 10**3, "kib": 2**10, "m": 2**20, "mb": 10**6, "mib": 2**20,
-          "g": 2**30, "gb": 10**9, "gib": 2**30, "t": 2**40, "tb": 10**12, "tib": 2**40}
-
-
-def memory_size(text: str) -> int:
-    """Bytes from ``512MiB``, ``2GB``, ``1.5TiB``, ... (KB/MB/GB/TB powers of 1000, KiB/... of 1024)."""
-    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([a-zA-Z]*)\s*", text)
-    if not m or m.group(2).lower() not in _UNITS:
-        raise argparse.ArgumentTypeError(f"expected a size such as 512MiB, 2GiB or 1TB, got {text!r}")
-    value = int(float(m.group(1)) * _UNITS[m.group(2).lower()])
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive size, got {text!r}")
-    return value
-
-
 _bytes = memory_size  # the name before the commands moved to their own modules
 
 
@@ -114,7 +74,8 @@ class Command:
 
 
 def _lazy(module: str, name: str) -> Callable:
-    """A function of ``mercer.cli.<module>`` imported when called: ``mercer --help`` stays fast."""
+    """A function of ``mercer.cli.<module>`` imported when called: ``mercer --help`` stays fast
+    (those modules import numpy, torch and scikit-learn)."""
     def call(*args):
         import importlib
 
@@ -122,31 +83,31 @@ def _lazy(module: str, name: str) -> Callable:
     return call
 
 
-#: ``mercer <name>``: add a command with one more entry (imports on use keep start-up fast)
+#: ``mercer <name>``: add a command with one more entry (options in ._arguments, handler imported on use)
 COMMANDS: dict[str, Command] = {
     "demo": Command("mercer and scikit-learn side by side on digits and breast cancer",
                     "Fit mercer and scikit-learn on data shipped with scikit-learn and print scores and fit "
-                    "times side by side.", _lazy("_commands", "add_demo_arguments"), _lazy("_commands", "run_demo")),
+                    "times side by side.", arguments.add_demo_arguments, _lazy("_commands", "run_demo")),
     "fit": Command("fit a model on a data file and save it",
                    "Fit a kernel model on a table and save it (no pickle: see mercer.io). Numeric columns are "
                    "standardised, text columns one-hot encoded, missing values imputed and a regression target "
                    "centred and scaled, unless --preprocess none; a held-out score is printed.",
-                   _lazy("_commands", "add_fit_arguments"), _lazy("_commands", "run_fit")),
+                   arguments.add_fit_arguments, _lazy("_commands", "run_fit")),
     "evaluate": Command("cross-validate a model and compare it with a baseline",
                         "k-fold cross-validation (or one held-out split) of the same model and preprocessing as "
                         "'mercer fit'; prints mean +- std of each metric next to a baseline (the mean, or the "
-                        "majority class).", _lazy("_evaluate", "add_arguments"), _lazy("_evaluate", "run")),
+                        "majority class).", arguments.add_evaluate_arguments, _lazy("_evaluate", "run")),
     "tune": Command("choose the kernel and regularisation for you, then fit",
                     "Regression: closed-form leave-one-out (KernelRidgeCV) for n up to --loo-max-n, else "
                     "successive halving; classification: successive halving (HalvingGridSearchCV) over gamma "
-                    "and alpha or C.", _lazy("_tune", "add_arguments"), _lazy("_tune", "run")),
+                    "and alpha or C.", arguments.add_tune_arguments, _lazy("_tune", "run")),
     "predict": Command("apply a saved model to a data file",
                        "Predict (ridge and SVC models) or embed (kpca) the rows of a table; columns are matched "
-                       "by name.", _lazy("_commands", "add_predict_arguments"), _lazy("_commands", "run_predict")),
+                       "by name.", arguments.add_predict_arguments, _lazy("_commands", "run_predict")),
     "plot": Command("draw a data file or a saved model to an image",
                     "Decision regions, kernel-PCA embedding, predicted vs true, learning curve, kernel "
                     "approximation error or clusters, written to --out (needs matplotlib: pip install "
-                    "mercer[plot]).", _lazy("_plot", "add_arguments"), _lazy("_plot", "run")),
+                    "mercer[plot]).", arguments.add_plot_arguments, _lazy("_plot", "run")),
 }
 
 
@@ -189,6 +150,8 @@ def _quiet_broken_pipe() -> int:
 
 
 def _run(args, progress: bool) -> int:
+    from ._data import CLIError  # here, not at the top: ._data imports numpy, which --help does not need
+
     t0 = time.perf_counter()
     try:
         with progress_bars(progress):  # bars with ETA for the long loops; silent off a terminal

@@ -1,5 +1,5 @@
 """``mercer plot KIND``: pictures of a data file or of a saved model, written to a PNG (or any
-format matplotlib knows from the extension)."""
+format matplotlib knows from the extension). Options: :func:`._arguments.add_plot_arguments`."""
 
 from __future__ import annotations
 
@@ -10,35 +10,10 @@ import numpy as np
 from sklearn.base import clone, is_classifier
 
 from ..kernels import parse_kernel_spec
+from ._arguments import KINDS
 from ._data import CLIError, read_table
-from ._main import positive_int
 
-__all__ = ["KINDS", "add_arguments", "run"]
-
-#: kind -> (needs --model, needs --target, what it draws)
-KINDS = {
-    "regions": (True, True, "decision regions of a saved classifier (2 features, or a kernel-PCA projection)"),
-    "embedding": (False, False, "2-D kernel-PCA embedding of the data, coloured by --target"),
-    "predicted": (True, True, "predictions of a saved regressor against the true --target"),
-    "learning-curve": (True, True, "training and cross-validated error against n, refitting the saved model"),
-    "approximation": (False, False, "Gram-matrix error of random Fourier features and Nystroem against m"),
-    "clusters": (False, False, "kernel k-means clusters (--clusters K) of the data"),
-}
-
-
-def add_arguments(p) -> None:
-    p.add_argument("kind", choices=sorted(KINDS), help="; ".join(f"{k}: {v[2]}" for k, v in KINDS.items()))
-    p.add_argument("--data", required=True, metavar="FILE", help="data: .csv, .tsv, .npy or .parquet")
-    p.add_argument("--target", metavar="COL", help="target / label column (a name or a 0-based index)")
-    p.add_argument("--model", metavar="MODEL",
-                   help="a file written by 'mercer fit' (regions, predicted, learning-curve)")
-    p.add_argument("--kernel", default="rbf", metavar="SPEC", help="kernel for embedding, approximation and "
-                   "clusters (default: %(default)s)")
-    p.add_argument("--clusters", type=positive_int, default=3, metavar="K", help="clusters (default: %(default)s)")
-    p.add_argument("--max-rows", type=positive_int, default=2000, metavar="N",
-                   help="random subsample drawn above this many rows (default: %(default)s)")
-    p.add_argument("--no-header", action="store_true", help="the CSV file has no header row")
-    p.add_argument("--out", required=True, metavar="FILE.png", help="image to write")
+__all__ = ["run"]
 
 
 def _subsample(X, y, max_rows: int):

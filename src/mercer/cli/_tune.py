@@ -8,7 +8,8 @@
   centred on ``1 / n_features`` of the preprocessed data.
 
 Progress (each fit of the search, with the best score so far) goes to stderr; the result is the
-same pipeline as ``mercer fit`` would save, refit on every row.
+same pipeline as ``mercer fit`` would save, refit on every row. Options:
+:func:`._arguments.add_tune_arguments`.
 """
 
 from __future__ import annotations
@@ -21,22 +22,11 @@ from sklearn.base import clone
 
 from ..kernels import RBF
 from ..models import KernelRidgeCV
-from ._commands import (CLASSIFIERS, REGRESSORS, add_model_arguments, check_out_path, final_estimator, prepare,
-                        save_atomically)
+from ._commands import CLASSIFIERS, REGRESSORS, check_out_path, final_estimator, prepare, save_atomically
 from ._data import CLIError
-from ._main import positive_int
 from ._progress import Progress
 
-__all__ = ["add_arguments", "run"]
-
-
-def add_arguments(p) -> None:
-    add_model_arguments(p, model_required=False)
-    p.set_defaults(model="ridge")
-    p.add_argument("--cv", type=positive_int, default=5, metavar="K", help="folds of the search (default %(default)s)")
-    p.add_argument("--loo-max-n", type=positive_int, default=3000, metavar="N",
-                   help="largest n for the closed-form leave-one-out of ridge regression (default %(default)s)")
-    p.add_argument("--out", default=None, metavar="MODEL", help="save the tuned model here")
+__all__ = ["run"]
 
 
 class _Tracker:

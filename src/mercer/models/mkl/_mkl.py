@@ -35,7 +35,6 @@ import scipy.optimize
 import torch
 from sklearn.base import BaseEstimator, ClassifierMixin, MultiOutputMixin, RegressorMixin
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.preprocessing import LabelBinarizer
 from sklearn.utils.validation import check_is_fitted
 
 from ..._backend import to_numpy
@@ -415,6 +414,8 @@ class MKLClassifier(ClassifierMixin, _MKLBase):
         owner = type(self).__name__
         X = self._validate_X(X, reset=True)
         y = check_class_labels(owner, y, X.shape[0])[0]
+        from sklearn.preprocessing import LabelBinarizer  # on use: sklearn.preprocessing costs ~25 ms of import
+
         binarizer = LabelBinarizer(pos_label=1, neg_label=-1)
         Y = binarizer.fit_transform(y).astype(np.float64)
         self.classes_ = binarizer.classes_
