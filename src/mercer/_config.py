@@ -17,6 +17,16 @@ from ._validation import Interval, Options, check_params
 __all__ = ["Config", "get_config", "set_config", "config_context"]
 
 
+class _DaskClient:
+    """Constraint: a ``distributed.Client`` (duck-typed: this layer does not import Dask)."""
+
+    def accepts(self, v) -> bool:
+        return all(callable(getattr(v, m, None)) for m in ("submit", "scatter", "compute"))
+
+    def __str__(self) -> str:
+        return "a distributed.Client"
+
+
 @dataclasses.dataclass(frozen=True)
 class Config:
     """Library-wide defaults.
@@ -36,18 +46,24 @@ class Config:
         Default torch device (``"cpu"``, ``"cuda"``, ``"cuda:1"``). ``None`` means ``"cpu"``.
     dtype : str or None
         Default floating dtype (``"float32"`` or ``"float64"``); ``None`` follows the input.
+    dask_client : distributed.Client or None
+        The client whose cluster runs the products of a fit on Dask data (:mod:`mercer.distributed`);
+        ``None``: Dask's default client (``distributed.default_client()``) if there is one, else the
+        Dask data is read chunk by chunk in this process.
     """
 
     memory_budget: int | None = None
     memory_fraction: float = 0.5
     device: str | None = None
     dtype: str | None = None
+    dask_client: object | None = None
 
     _parameter_constraints = {
         "memory_budget": [Interval(Integral, 1, None, closed="left"), None],
         "memory_fraction": [Interval(Real, 0, 1, closed="right")],
         "device": ["device", None],
         "dtype": [Options("float32", "float64"), None],
+        "dask_client": [_DaskClient(), None],
     }
 
     def __post_init__(self) -> None:

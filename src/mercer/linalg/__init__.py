@@ -2,11 +2,13 @@
 
 from ._blocking import (MAX_TILE_BYTES, BlockPlan, MemoryBudgetError, available_memory, default_memory_budget,
                         format_bytes, observe_blocks, plan_blocks, plan_rows, row_blocks)
-from ._cg import CGResult, conjugate_gradient
+from ._cg import CGResult, CGState, conjugate_gradient
+from ._engines import distributed_engine, register_engine
 from ._eig import DENSE_SERIAL_MAX_N, ConvergenceWarning, EigResult, top_eigenpairs
 from ._factor import CholeskyFactor, NumericalWarning, jittered_cholesky
 from ._operator import KernelOperator
 from ._preconditioner import FalkonPreconditioner, falkon_solve_bytes, lower_gram
+from ._source_blocks import source_rows, tensor_blocks
 from ._stream import STREAMED_METHODS, StreamedMethodsMixin, map_rows, source_to_memory
 
 __all__ = [
@@ -14,6 +16,7 @@ __all__ = [
     "MAX_TILE_BYTES",
     "BlockPlan",
     "CGResult",
+    "CGState",
     "CholeskyFactor",
     "ConvergenceWarning",
     "EigResult",
@@ -26,6 +29,7 @@ __all__ = [
     "available_memory",
     "conjugate_gradient",
     "default_memory_budget",
+    "distributed_engine",
     "falkon_solve_bytes",
     "format_bytes",
     "jittered_cholesky",
@@ -34,7 +38,10 @@ __all__ = [
     "observe_blocks",
     "plan_blocks",
     "plan_rows",
+    "register_engine",
     "row_blocks",
+    "source_rows",
     "source_to_memory",
+    "tensor_blocks",
     "top_eigenpairs",
 ]

@@ -16,7 +16,7 @@ import torch
 from .._progress import task
 from .._validation import Interval, check_param
 
-__all__ = ["CGResult", "conjugate_gradient"]
+__all__ = ["CGResult", "CGState", "conjugate_gradient"]
 
 log = logging.getLogger(__name__)
 
@@ -48,6 +48,33 @@ class CGResult:
     history: list
 
 
+@dataclasses.dataclass
+class CGState:
+    """The solver's state after an iteration: enough to resume it to the same iterates.
+
+    Attributes
+    ----------
+    x, r, d : tensors of shape (n, t)
+        Iterate, residual ``b - A x`` (recursively updated) and next search direction.
+    rz : tensor of shape (t,)
+        ``<r, P r>`` per column.
+    active : bool tensor of shape (t,)
+        Columns still iterating.
+    n_iter : int
+        Iterations done.
+    history : list of float
+        As :attr:`CGResult.history`, up to ``n_iter``.
+    """
+
+    x: torch.Tensor
+    r: torch.Tensor
+    d: torch.Tensor
+    rz: torch.Tensor
+    active: torch.Tensor
+    n_iter: int
+    history: list
+
+
 def _cols(v: torch.Tensor) -> tuple[torch.Tensor, bool]:
     return (v[:, None], True) if v.ndim == 1 else (v, False)
 
@@ -55,7 +82,9 @@ def _cols(v: torch.Tensor) -> tuple[torch.Tensor, bool]:
 def conjugate_gradient(matvec: Callable[[torch.Tensor], torch.Tensor], b: torch.Tensor, *,
                        preconditioner: Callable[[torch.Tensor], torch.Tensor] | None = None,
                        x0: torch.Tensor | None = None, tol: float = 1e-6, max_iter: int | None = None,
-                       callback: Callable[[int, torch.Tensor, torch.Tensor], None] | None = None) -> CGResult:
+                       callback: Callable[[int, torch.Tensor, torch.Tensor], None] | None = None,
+                       resume: CGState | None = None,
+                       save_state: Callable[[CGState], None] | None = None) -> CGResult:
     """Solve ``A x = b`` for a symmetric positive definite ``A`` given as ``matvec``.
 
     Parameters
@@ -74,6 +103,12 @@ def conjugate_gradient(matvec: Callable[[torch.Tensor], torch.Tensor], b: torch.
         Default ``max(10, n)`` (exact arithmetic converges in at most n iterations).
     callback : callable, optional
         ``callback(iteration, x, relative_residuals)`` after each iteration.
+    resume : CGState, optional
+        Continue from a state ``save_state`` received (for the same ``matvec``, ``b`` and
+        preconditioner): the iterates are those of the uninterrupted run. ``x0`` is then ignored.
+    save_state : callable, optional
+        ``save_state(state)`` after each iteration that is followed by another (a checkpoint);
+        the state's tensors are the solver's own, valid during the call only (copy or write them).
     """
     check_param(_OWNER, "tol", tol, [Interval(Real, 0, None, closed="left")])
     check_param(_OWNER, "max_iter", max_iter, [Interval(Integral, 0, None, closed="left"), None])
@@ -81,9 +116,15 @@ def conjugate_gradient(matvec: Callable[[torch.Tensor], torch.Tensor], b: torch.
     max_iter = max(10, B.shape[0]) if max_iter is None else int(max_iter)
     P = preconditioner if preconditioner is not None else (lambda r: r)
     bnorm = torch.linalg.vector_norm(B, dim=0)
-    X, R = _start(matvec, B, x0)
+    if resume is not None:
+        X, R = _cols(resume.x)[0].to(B).clone(), _cols(resume.r)[0].to(B).clone()
+        if X.shape != B.shape or R.shape != B.shape:
+            raise ValueError(f"{_OWNER}: the resumed state has shape {tuple(X.shape)}; b has {tuple(B.shape)}.")
+    else:
+        X, R = _start(matvec, B, x0)
     with task("conjugate gradient", total=max_iter, unit="it") as bar:
-        it, rel, history = _iterate(matvec, P, X, R, bnorm, tol, max_iter, _with_bar(bar, callback, tol, max_iter))
+        it, rel, history = _iterate(matvec, P, X, R, bnorm, tol, max_iter, _with_bar(bar, callback, tol, max_iter),
+                                    resume=resume, save_state=save_state)
     converged = bool((rel <= tol).all()) and math.isfinite(float(rel.max()) if rel.numel() else 0.0)
     return CGResult(X[:, 0] if squeeze else X, it, rel, converged, history)
 
@@ -120,16 +161,23 @@ def _relative(R: torch.Tensor, bnorm: torch.Tensor) -> torch.Tensor:
 
 
 def _iterate(matvec, P, X: torch.Tensor, R: torch.Tensor, bnorm: torch.Tensor, tol: float, max_iter: int,
-             callback) -> tuple[int, torch.Tensor, list]:
+             callback, *, resume: CGState | None = None, save_state=None) -> tuple[int, torch.Tensor, list]:
     """The CG iterations, updating ``X`` and ``R`` in place; each column stops at its own ``tol``.
     Returns the iteration count, the final relative residuals and their history (max over columns)."""
     rel = _relative(R, bnorm)
-    history: list[float] = []
-    active = rel > tol
-    Z = P(R)
-    D = Z.clone()
-    rz = (R * Z).sum(dim=0)
-    it = 0
+    if resume is None:
+        history: list[float] = []
+        active = rel > tol
+        Z = P(R)
+        D = Z.clone()
+        rz = (R * Z).sum(dim=0)
+        it = 0
+    else:
+        history = [float(h) for h in resume.history]
+        active = resume.active.to(device=R.device, dtype=torch.bool).reshape(-1).clone()
+        D = _cols(resume.d)[0].to(R).clone()
+        rz = resume.rz.to(R).reshape(-1).clone()
+        it = int(resume.n_iter)
     t0 = time.perf_counter()
     while bool(active.any()) and it < max_iter:
         AD = matvec(D)
@@ -151,6 +199,8 @@ def _iterate(matvec, P, X: torch.Tensor, R: torch.Tensor, bnorm: torch.Tensor, t
         if not bool(active.any()):
             break
         rz = _next_direction(D, P(R), R, rz, active)
+        if save_state is not None:
+            save_state(CGState(X, R, D, rz, active, it, history))
     return it, rel, history
 
 

@@ -106,9 +106,19 @@ class KernelOperator:
         bc = self.plan.col_block
         return [slice(j, min(j + bc, self.shape[1])) for j in range(0, self.shape[1], bc)]
 
+    #: ``None``, or a length-m vector subtracted from every row of the matrix: the operator is then
+    #: ``K - 1 shift^T`` (columns centred by their means, for an unpenalised intercept), applied to
+    #: each tile so that every product is one of that matrix in the tiles' precision.
+    shift: torch.Tensor | None = None
+
     def tile(self, rows: slice, cols: slice, X: torch.Tensor | None = None) -> torch.Tensor:
-        """``K(X[rows], Z[cols])``; ``X`` defaults to the operator's (a streamed block otherwise)."""
-        return self.kernel.block(self.X if X is None else X, self.Z, rows, cols)
+        """``K(X[rows], Z[cols])`` (minus ``shift[cols]``); ``X`` defaults to the operator's (a
+        streamed block otherwise)."""
+        out = self.kernel.block(self.X if X is None else X, self.Z, rows, cols)
+        if self.shift is None:
+            return out
+        # in place only on a fresh tile: a precomputed kernel's tiles are views of the user's matrix
+        return out - self.shift[cols] if self.kernel.is_precomputed else out.sub_(self.shift[cols])
 
     def _vec(self, v) -> torch.Tensor:
         return torch.as_tensor(v).to(device=self.device, dtype=self.dtype)

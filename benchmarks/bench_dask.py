@@ -1,0 +1,158 @@
+"""The Dask engine's overhead: NystroemKernelRidge's CG iteration on a LocalCluster vs in-process.
+
+The synthetic regression of ``bench_scaling.py`` (X ~ N(0, I_28) float32), RBF gamma = 1/(2 d),
+alpha = 1e-6 n, M uniform centres, float32 tiles, ``--max-iter`` CG iterations (tol = 0, so every
+fit runs them all). Two measurements, each run once:
+
+* one fit in this process (torch with every core) and one on a ``LocalCluster`` of ``--workers``
+  single-threaded workers (X a Dask array of ``--partitions`` row chunks): time per CG iteration
+  (from the solver's INFO log records), iterations, fit time;
+* the bare product ``K^T K v`` (the CG iteration's work), ``--reps`` times each way: median time,
+  and the bytes one distributed product moves (v scattered to every worker, partial products,
+  result to the client: :attr:`mercer.distributed.DaskKernelOperator.comm_bytes`).
+
+    python benchmarks/bench_dask.py --n 200000 --M 2000 --workers 2
+
+The ratio printed is distributed / in-process time (the engine's overhead on the same cores).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import math
+import os
+import statistics
+import time
+import warnings
+
+import numpy as np
+
+D = 28
+
+
+def synthetic(n: int, d: int, seed: int = 0):
+    """``bench_scaling.py``'s generator."""
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, d)).astype(np.float32)
+    w = np.random.default_rng(123).standard_normal((d, 3)) / math.sqrt(d)
+    P = X @ w
+    y = np.sin(2 * P[:, 0]) + 0.5 * np.cos(P[:, 1]) * P[:, 2] + 0.1 * rng.standard_normal(n)
+    return X, y.astype(np.float64)
+
+
+class _IterationTimes(logging.Handler):
+    """Wall-clock times of the solver's "CG iteration" log records."""
+
+    def __init__(self):
+        super().__init__(logging.INFO)
+        self.times: list[float] = []
+
+    def emit(self, record):
+        if record.getMessage().startswith("CG iteration"):
+            self.times.append(record.created)
+
+    def per_iteration(self) -> float:
+        t = self.times
+        return (t[-1] - t[0]) / (len(t) - 1) if len(t) > 1 else float("nan")
+
+
+def timed_fit(model, X, y):
+    handler = _IterationTimes()
+    lg = logging.getLogger("mercer.models.ridge._nystroem")
+    lg.addHandler(handler)
+    old = lg.level
+    lg.setLevel(logging.INFO)
+    try:
+        model.fit(X, y)
+    finally:
+        lg.removeHandler(handler)
+        lg.setLevel(old)
+    return handler.per_iteration(), int(model.n_iter_.max()), model.fit_time_, model
+
+
+def median_time(fn, reps: int) -> float:
+    times = []
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--n", type=int, default=200_000)
+    ap.add_argument("--M", type=int, default=2_000)
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--partitions", type=int, default=None, help="row chunks (default 4 per worker)")
+    ap.add_argument("--max-iter", type=int, default=10)
+    ap.add_argument("--reps", type=int, default=3)
+    args = ap.parse_args(argv)
+    warnings.filterwarnings("ignore", message=".*conjugate gradient stopped")  # tol=0: by design
+
+    import dask.array as da
+    import distributed
+    import torch
+
+    import mercer
+    from mercer.distributed import DaskKernelOperator
+    from mercer.linalg import KernelOperator
+
+    n, M = args.n, args.M
+    parts = args.partitions or 4 * args.workers
+    chunk = math.ceil(n / parts)
+    sizes = [min(chunk, n - i) for i in range(0, n, chunk)]
+    # Each partition generated where it lives (the graph holds a seed, not the data); the same
+    # partitions, generated here, are the in-process data.
+    local_parts = [synthetic(m, D, seed=i) for i, m in enumerate(sizes)]
+    X = np.concatenate([p[0] for p in local_parts])
+    y = np.concatenate([p[1] for p in local_parts])
+    del local_parts
+    params = dict(n_centers=M, gamma=1 / (2 * D), alpha=1e-6 * n, solver="cg", tol=0.0, max_iter=args.max_iter,
+                  dtype="float32", random_state=0)
+    print(f"n={n} d={D} M={M} float32, {args.max_iter} CG iterations; load: {os.getloadavg()}", flush=True)
+
+    it_local, n_local, fit_local, model = timed_fit(mercer.NystroemKernelRidge(**params), X, y)
+    Z, kernel = model.centers_, model.kernel_
+    v = torch.randn(M, 1, dtype=torch.float64)
+    local = KernelOperator(kernel, torch.from_numpy(X), Z, memory_budget=1 << 30, max_tile_bytes=32 << 20)
+    t_local = median_time(lambda: local.kt_k_v(v, out_dtype=torch.float64), args.reps)
+
+    t0 = time.perf_counter()
+    cluster = distributed.LocalCluster(n_workers=args.workers, threads_per_worker=1, host="127.0.0.1",
+                                       dashboard_address=None)
+    client = distributed.Client(cluster)
+    client.run(__import__, "mercer")
+    startup = time.perf_counter() - t0
+    try:
+        import dask
+
+        gen = [dask.delayed(synthetic, nout=2)(m, D, seed=i) for i, m in enumerate(sizes)]
+        Xd = da.concatenate([da.from_delayed(g[0], (m, D), np.float32) for g, m in zip(gen, sizes)])
+        yd = da.concatenate([da.from_delayed(g[1], (m,), np.float64) for g, m in zip(gen, sizes)])
+        it_dask, n_dask, fit_dask, dmodel = timed_fit(mercer.NystroemKernelRidge(**params), Xd, yd)
+        op = DaskKernelOperator(kernel, Xd, Z, client=client, memory_budget=1 << 30)
+        op.kt_k_v(v)  # partitions in place
+        t_dask = median_time(lambda: op.kt_k_v(v, out_dtype=torch.float64), args.reps)
+        comm = op.comm_bytes
+        diff = float(np.abs(dmodel.predict(X[:1000]) - model.predict(X[:1000])).max())
+    finally:
+        client.close()
+        cluster.close()
+
+    print(f"LocalCluster start-up: {startup:.1f} s ({args.workers} workers x 1 thread, {parts} partitions)")
+    print(f"{'':24s}{'in-process':>14s}{'dask':>14s}{'ratio':>8s}")
+    print(f"{'fit: s / CG iteration':24s}{it_local:14.3f}{it_dask:14.3f}{it_dask / it_local:8.2f}")
+    print(f"{'fit: iterations':24s}{n_local:14d}{n_dask:14d}")
+    print(f"{'fit: total s':24s}{fit_local:14.1f}{fit_dask:14.1f}{fit_dask / fit_local:8.2f}")
+    print(f"{'K^T K v: s (median)':24s}{t_local:14.3f}{t_dask:14.3f}{t_dask / t_local:8.2f}")
+    print(f"bytes per iteration (dask): {comm:,} (v scattered to {args.workers} workers: "
+          f"{M * 4 * args.workers:,}; partials and result: {comm - M * 4 * args.workers:,})")
+    print(f"max |prediction difference| dask vs in-process (1,000 points; float32 tiles and a CG cut at "
+          f"--max-iter are rounding-sensitive: tile shapes alone move it): {diff:.2e}")
+    print(f"load after: {os.getloadavg()}")
+
+
+if __name__ == "__main__":
+    main()

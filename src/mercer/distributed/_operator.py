@@ -1,0 +1,288 @@
+"""``DaskKernelOperator``: the products of a Nyström solver run as tasks on a Dask cluster.
+
+The operator is ``K = k(X, Z)`` of shape ``(n, M)`` with ``X`` a Dask array split into row
+partitions held by the workers, and offers what the solver uses of
+:class:`~mercer.linalg.KernelOperator`: ``kt_k_v`` (each CG iteration), ``rmatvec`` (the
+right-hand side ``K^T W y`` and the column means), ``kt_k`` (the direct solver). Shape of the work:
+
+* the partitions are persisted once, computed from their graph (so a lost worker's partitions are
+  recomputed from their lineage, not lost with it);
+* the kernel and the centres are broadcast to every worker once;
+* each product scatters its vector ``v`` to every worker (``broadcast=True``; a large argument in
+  the task itself would travel through the scheduler), runs one task per partition -- a local
+  :class:`~mercer.linalg.KernelOperator` on the partition, its tiles capped within the task's
+  budget -- and sums the partial products on the workers by a tree (``_FAN_IN`` at a time), so the
+  client receives one ``M x t`` array;
+* NumPy crosses the engine boundary; torch runs inside the tasks.
+
+Sums are float64 and their order is fixed (partition order, then the tree), so two runs give the
+same bits.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import numpy as np
+import torch
+
+from ..linalg import KernelOperator, format_bytes
+
+__all__ = ["DaskKernelOperator"]
+
+log = logging.getLogger(__name__)
+
+#: Partial products summed per task of the tree.
+_FAN_IN = 4
+#: Cap on one kernel tile inside a task (as the in-process Nyström operator: the tile is read
+#: twice per product and the second read should come from cache).
+_MAX_TILE_BYTES = 32 << 20
+#: A product interrupted by a lost worker (a broken connection while scattering) is run again this
+#: many times, each after waiting (at most ``_WAIT_WORKERS_S``) for a worker to be there.
+_RETRIES = 3
+_WAIT_WORKERS_S = 60
+
+
+def _worker_threads() -> int:
+    try:
+        from distributed import get_worker
+
+        return int(get_worker().state.nthreads)
+    except (ImportError, ValueError, AttributeError):  # pragma: no cover - run outside a worker
+        return torch.get_num_threads()
+
+
+def _local_operator(block: np.ndarray, kernel, Z: np.ndarray, budget: int, n_rhs: int,
+                    shift: np.ndarray | None = None) -> KernelOperator:
+    """A partition's operator (torch inside the task, one torch thread per worker thread), its tiles
+    less ``shift`` (the centred columns of an intercept) when given."""
+    threads = _worker_threads()
+    if torch.get_num_threads() != threads:
+        torch.set_num_threads(threads)
+    if not np.isfinite(block).all():
+        raise ValueError("X contains NaN or infinity (in a Dask partition); mercer needs finite inputs.")
+    Xt = torch.from_numpy(np.ascontiguousarray(block, dtype=Z.dtype))
+    op = KernelOperator(kernel, Xt, torch.from_numpy(Z), memory_budget=budget, n_rhs=n_rhs,
+                        max_tile_bytes=_MAX_TILE_BYTES)
+    op.shift = None if shift is None else torch.from_numpy(shift)
+    return op
+
+
+def _tensor(a, dtype) -> torch.Tensor | None:
+    return None if a is None else torch.from_numpy(np.ascontiguousarray(a, dtype=dtype))
+
+
+def _part_kt_k_v(block, kernel, Z, v, weights, budget, shift):
+    op = _local_operator(block, kernel, Z, budget, v.shape[1], shift)
+    return op.kt_k_v(torch.from_numpy(v), weights=_tensor(weights, Z.dtype), out_dtype=torch.float64).numpy()
+
+
+def _part_rmatvec(block, kernel, Z, u, budget, shift):
+    op = _local_operator(block, kernel, Z, budget, u.shape[1] if u.ndim == 2 else 1, shift)
+    return op.rmatvec(_tensor(u, Z.dtype), out_dtype=torch.float64).numpy()
+
+
+def _part_kt_k(block, kernel, Z, weights, budget, shift):
+    op = _local_operator(block, kernel, Z, budget, Z.shape[0], shift)
+    return op.kt_k(weights=_tensor(weights, Z.dtype), out_dtype=torch.float64).numpy()
+
+
+def _sum(*parts):
+    out = parts[0].copy()
+    for p in parts[1:]:
+        out += p
+    return out
+
+
+class DaskKernelOperator:
+    """``K = k(X, Z)`` with ``X`` a Dask array of row partitions, products run on the cluster.
+
+    Parameters
+    ----------
+    kernel : Kernel
+    X : dask array of shape (n, d)
+        Read in ``dtype``; rechunked to whole rows.
+    Z : tensor of shape (M, d)
+        The centres (their dtype is the operator's; results come back on their device).
+    client : distributed.Client
+    memory_budget : int
+        Bytes one task may hold for its tiles (besides its partition).
+    n_rhs : int
+        Right-hand sides the tiles are planned for.
+
+    Attributes
+    ----------
+    n_partitions : int
+    comm_bytes : int
+        Bytes the last product moved between processes: its vector scattered to every worker,
+        and the partial products (an upper bound: partials summed on the worker that holds them
+        do not travel) and the result sent to the client.
+    """
+
+    def __init__(self, kernel, X, Z: torch.Tensor, *, client, memory_budget: int, n_rhs: int = 1):
+        self.kernel = kernel
+        self.client = client
+        self.Z = Z
+        self.device = Z.device
+        self.np_dtype = np.dtype(str(Z.dtype)[6:])
+        self.budget = int(memory_budget)
+        X = X.rechunk({1: -1})
+        if X.dtype != self.np_dtype:
+            X = X.astype(self.np_dtype)
+        self.X = X
+        self.row_chunks = tuple(int(c) for c in X.chunks[0])
+        self.n_partitions = len(self.row_chunks)
+        t0 = time.perf_counter()
+        # Computed from the graph, not scattered: a worker lost mid-fit has its partitions recomputed.
+        self._parts = client.compute(list(X.to_delayed().ravel()), optimize_graph=False)
+        self._kernel_f, self._Z_f = client.scatter([kernel, Z.detach().cpu().numpy()], broadcast=True, hash=False)
+        self._row_cache: dict = {}  # dask name -> futures of its partitions (targets, weights)
+        self._shift = self._shift_f = None
+        self.comm_bytes = 0
+        log.debug("DaskKernelOperator: %d partitions on %d workers (%.2f s to submit)", self.n_partitions,
+                  len(client.scheduler_info().get("workers", {})), time.perf_counter() - t0)
+
+    # -- the centred columns (an intercept), as :attr:`mercer.linalg.KernelOperator.shift` ----------
+    @property
+    def shift(self) -> torch.Tensor | None:
+        """``None`` or a length-M vector subtracted from every row (broadcast to the workers once)."""
+        return self._shift
+
+    @shift.setter
+    def shift(self, value) -> None:
+        self._shift = value
+        self._shift_f = None if value is None else self.client.scatter(
+            np.ascontiguousarray(torch.as_tensor(value).detach().cpu().numpy(), dtype=self.np_dtype),
+            broadcast=True, hash=False)
+
+    # -- geometry ---------------------------------------------------------------------------------
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (sum(self.row_chunks), self.Z.shape[0])
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.Z.dtype
+
+    def _n_workers(self) -> int:
+        return max(1, len(self.client.scheduler_info().get("workers", {})))
+
+    # -- per-sample arrays placed like X's rows --------------------------------------------------
+    def rows(self, u):
+        """``u`` (n,) or (n, t) -- numpy, torch or Dask -- as a Dask array chunked like ``X``'s rows,
+        in the operator's dtype (``None`` stays ``None``)."""
+        import dask.array as da
+
+        if u is None:
+            return None
+        if isinstance(u, torch.Tensor):
+            u = u.detach().cpu().numpy()
+        if not isinstance(u, da.Array):
+            u = np.asarray(u)
+            if u.shape[0] != self.shape[0]:
+                raise ValueError(f"a per-sample array has {u.shape[0]} rows; X has {self.shape[0]}.")
+            return da.from_array(u.astype(self.np_dtype, copy=False), chunks=(self.row_chunks,) + u.shape[1:])
+        if any(np.isnan(c) for c in u.chunks[0]):
+            u = u.compute_chunk_sizes()
+        if u.shape[0] != self.shape[0]:
+            raise ValueError(f"a per-sample array has {u.shape[0]} rows; X has {self.shape[0]}.")
+        u = u.rechunk((self.row_chunks,) + tuple((s,) for s in u.shape[1:]))
+        return u.astype(self.np_dtype) if u.dtype != self.np_dtype else u
+
+    def _row_futures(self, u) -> list:
+        """Futures of ``u``'s partitions (aligned with ``X``'s), computed once per array."""
+        u = self.rows(u)
+        key = u.name
+        if key not in self._row_cache:
+            self._row_cache[key] = self.client.compute(list(u.to_delayed().ravel()), optimize_graph=False)
+        return self._row_cache[key]
+
+    # -- products ---------------------------------------------------------------------------------
+    def _reduce(self, partials: list, nbytes: int) -> np.ndarray:
+        """Tree-sum of the partial products on the workers; the client fetches the one result."""
+        moved = 0
+        while len(partials) > 1:
+            nxt = []
+            for i in range(0, len(partials), _FAN_IN):
+                group = partials[i:i + _FAN_IN]
+                nxt.append(group[0] if len(group) == 1 else self.client.submit(_sum, *group, pure=False))
+                moved += (len(group) - 1) * nbytes if len(group) > 1 else 0
+            partials = nxt
+        out = partials[0].result()
+        self.comm_bytes += moved + nbytes
+        return out
+
+    def _back(self, a: np.ndarray, squeeze: bool, out_dtype) -> torch.Tensor:
+        out = torch.from_numpy(a).to(device=self.device, dtype=out_dtype or self.dtype)
+        return out[:, 0] if squeeze else out
+
+    def _run(self, what: str, product):
+        """``product()`` (scatter, tasks, reduction), run again when the cluster loses a worker while
+        scattering or fetching (the partitions are recomputed by Dask; the product is idempotent)."""
+        from distributed.client import FutureCancelledError
+
+        for attempt in range(_RETRIES + 1):
+            try:
+                return product()
+            except (OSError, FutureCancelledError) as exc:  # CommClosedError is an OSError
+                if attempt == _RETRIES:
+                    raise
+                log.warning("DaskKernelOperator.%s: %s: %s; running it again", what, type(exc).__name__, exc)
+                self.client.wait_for_workers(1, timeout=_WAIT_WORKERS_S)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def kt_k_v(self, v, *, weights=None, out_dtype=None) -> torch.Tensor:
+        """``K^T diag(weights) K v`` summed in float64 over the partitions (``v``: (M,) or (M, t)
+        on the client; ``weights``: per-sample, as for :meth:`rows`)."""
+        v = torch.as_tensor(v)
+        squeeze = v.ndim == 1
+        v_np = np.ascontiguousarray((v[:, None] if squeeze else v).detach().cpu().numpy(), dtype=self.np_dtype)
+        if v_np.shape[0] != self.shape[1]:
+            raise ValueError(f"v has {v_np.shape[0]} rows; the operator expects {self.shape[1]}.")
+        ws = [None] * self.n_partitions if weights is None else self._row_futures(weights)
+
+        def product():
+            self.comm_bytes = v_np.nbytes * self._n_workers()
+            v_f = self.client.scatter(v_np, broadcast=True, hash=False)
+            parts = [self.client.submit(_part_kt_k_v, x, self._kernel_f, self._Z_f, v_f, w, self.budget,
+                                        self._shift_f, pure=False)
+                     for x, w in zip(self._parts, ws)]
+            return self._reduce(parts, self.shape[1] * v_np.shape[1] * 8)
+        return self._back(self._run("kt_k_v", product), squeeze, out_dtype)
+
+    def rmatvec(self, u, *, out_dtype=None) -> torch.Tensor:
+        """``K^T u`` for a per-sample ``u`` (n,) or (n, t): Dask (aligned by :meth:`rows`), numpy or torch."""
+        squeeze = len(u.shape) == 1
+        us = self._row_futures(u)
+        t = 1 if squeeze else int(u.shape[1])
+
+        def product():
+            self.comm_bytes = 0
+            parts = [self.client.submit(_part_rmatvec, x, self._kernel_f, self._Z_f, ui, self.budget, self._shift_f,
+                                        pure=False)
+                     for x, ui in zip(self._parts, us)]
+            return self._reduce(parts, self.shape[1] * t * 8)
+        return self._back(self._run("rmatvec", product).reshape(self.shape[1], t), squeeze, out_dtype)
+
+    def kt_k(self, *, weights=None, out_dtype=None) -> torch.Tensor:
+        """``K^T diag(weights) K`` (M x M, float64 sums): one pass, summed on the workers."""
+        ws = [None] * self.n_partitions if weights is None else self._row_futures(weights)
+
+        def product():
+            self.comm_bytes = 0
+            parts = [self.client.submit(_part_kt_k, x, self._kernel_f, self._Z_f, w, self.budget, self._shift_f,
+                                        pure=False)
+                     for x, w in zip(self._parts, ws)]
+            return self._reduce(parts, self.shape[1] ** 2 * 8)
+        return self._back(self._run("kt_k", product), False, out_dtype)
+
+    def close(self) -> None:
+        """Release the persisted partitions and broadcast data on the cluster."""
+        self._parts = []
+        self._row_cache.clear()
+        self._kernel_f = self._Z_f = self._shift_f = None
+
+    def __repr__(self) -> str:
+        return (f"DaskKernelOperator({self.kernel!r}, shape={self.shape}, partitions={self.n_partitions}, "
+                f"task budget={format_bytes(self.budget)})")

@@ -1,0 +1,260 @@
+"""The Dask engine (mercer.distributed): Nyström ridge fitted on a LocalCluster's workers equals the
+in-memory fit; predictions of Dask collections; a worker killed mid-fit; CG checkpoints."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import time
+
+import numpy as np
+import pytest
+
+import mercer
+from mercer.linalg import distributed_engine
+from mercer.models.ridge import _nystroem
+
+da = pytest.importorskip("dask.array")
+distributed = pytest.importorskip("distributed")
+
+
+@pytest.fixture(scope="session")
+def client():
+    """One LocalCluster of 2 single-threaded worker processes for the session (start-up ~2-4 s)."""
+    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, host="127.0.0.1", dashboard_address=None)
+    cl = distributed.Client(cluster, set_as_default=False)
+    cl.run(__import__, "mercer.distributed")  # the workers import torch and mercer once, here
+    yield cl
+    cl.close()
+    cluster.close()
+
+
+@pytest.fixture
+def in_force(client):
+    """The session's client as the default one, for one test."""
+    with client.as_current():
+        yield client
+
+
+def _ran_on_workers(task_stream, name: str) -> int:
+    """Tasks of the function ``name`` the workers ran."""
+    return sum(1 for t in task_stream.data if str(t["key"]).startswith(name))
+
+
+def _data(n=600, d=5, seed=0, classes=None):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d))
+    y = np.sin(X @ rng.normal(size=d)) + 0.1 * rng.normal(size=n)
+    if classes:
+        y = np.digitize(y, np.quantile(y, np.linspace(0, 1, classes + 1)[1:-1]))
+    X.setflags(write=False)
+    return X, y
+
+
+_PARAMS = dict(gamma=0.2, n_centers=60, alpha=1.0, dtype="float64", tol=1e-9, max_iter=200, random_state=0)
+
+
+def test_engine_applies_only_with_a_client(client):
+    X, _ = _data(50)
+    Xd = da.from_array(X, chunks=20)
+    assert distributed_engine(X) is None
+    assert distributed_engine(Xd) is None  # no client in force: DaskSource streaming in this process
+    with client.as_current():
+        assert distributed_engine(Xd) is not None
+    with mercer.config_context(dask_client=client):
+        assert distributed_engine(Xd) is not None
+    with pytest.raises(ValueError, match="'dask_client' parameter of Config must be a distributed.Client or None"):
+        mercer.config_context(dask_client="tcp://127.0.0.1:8786").__enter__()
+
+
+def test_config_client_runs_the_fit(client):
+    X, y = _data(300)
+    params = dict(_PARAMS, solver="cg")
+    ref = mercer.NystroemKernelRidge(**params).fit(X, y)
+    with mercer.config_context(dask_client=client), distributed.get_task_stream(client=client) as ts:
+        model = mercer.NystroemKernelRidge(**params).fit(da.from_array(X, chunks=(100, -1)),
+                                                          da.from_array(y, chunks=100))
+    assert _ran_on_workers(ts, "_part_kt_k_v") == 3 * int(model.n_iter_[0])  # 3 partitions per CG iteration
+    np.testing.assert_allclose(model.predict(X), ref.predict(X), rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("fit_intercept", [False, True])
+@pytest.mark.parametrize("solver", ["cg", "direct"])
+def test_regressor_on_cluster_equals_in_memory(in_force, solver, fit_intercept):
+    X, y = _data()
+    Xt, _ = _data(200, seed=1)
+    sw = np.random.default_rng(2).uniform(0.5, 2, size=len(y))
+    params = dict(_PARAMS, solver=solver, fit_intercept=fit_intercept)
+    ref = mercer.NystroemKernelRidge(**params).fit(X, y, sample_weight=sw)
+    with distributed.get_task_stream(client=in_force) as ts:
+        model = mercer.NystroemKernelRidge(**params).fit(da.from_array(X, chunks=(170, -1)),
+                                                         da.from_array(y, chunks=90), sample_weight=sw)
+    assert _ran_on_workers(ts, "_part_kt_k" if solver == "direct" else "_part_kt_k_v") >= 4  # 4 partitions
+    np.testing.assert_allclose(model.predict(Xt), ref.predict(Xt), rtol=0, atol=1e-6)
+
+
+def test_regressor_dataframe_and_numpy_y(in_force):
+    dd = pytest.importorskip("dask.dataframe")
+    pd = pytest.importorskip("pandas")
+    X, y = _data()
+    Y = np.column_stack([y, np.cos(y)])
+    frame = dd.from_pandas(pd.DataFrame(X, columns=[f"f{j}" for j in range(X.shape[1])]), npartitions=3)
+    ref = mercer.NystroemKernelRidge(**_PARAMS).fit(X, Y)
+    model = mercer.NystroemKernelRidge(**_PARAMS).fit(frame, Y)  # numpy y: placed like the frame's partitions
+    Xt = pd.DataFrame(_data(100, seed=3)[0], columns=frame.columns)
+    np.testing.assert_allclose(model.predict(Xt), ref.predict(Xt.to_numpy()), rtol=0, atol=1e-6)
+
+
+def test_classifier_on_cluster_equals_in_memory(in_force):
+    X, y = _data(classes=3)
+    labels = np.array(["a", "b", "c"])[y]
+    params = dict(_PARAMS, solver="cg")
+    ref = mercer.NystroemKernelRidgeClassifier(**params).fit(X, labels)
+    model = mercer.NystroemKernelRidgeClassifier(**params).fit(da.from_array(X, chunks=(150, -1)),
+                                                               da.from_array(labels, chunks=150))
+    Xt = _data(200, seed=4)[0]
+    np.testing.assert_allclose(model.decision_function(Xt), ref.decision_function(Xt), rtol=0, atol=1e-6)
+    assert (model.predict(Xt) == ref.predict(Xt)).all()
+
+
+def test_predict_of_dask_array_runs_on_workers(in_force):
+    X, y = _data()
+    model = mercer.NystroemKernelRidge(**_PARAMS).fit(X, y)
+    Xt = _data(300, seed=5)[0]
+    out = model.predict(da.from_array(Xt, chunks=(100, -1)))
+    assert isinstance(out, da.Array) and out.chunks[0] == (100, 100, 100)
+    fut = in_force.compute(out)  # on the cluster's workers
+    np.testing.assert_allclose(fut.result(), model.predict(Xt), rtol=0, atol=1e-10)
+    assert set(in_force.who_has(fut)[fut.key]) <= set(in_force.scheduler_info()["workers"])
+
+
+def test_fallback_without_client_streams_in_process():
+    X, y = _data(300)
+    ref = mercer.NystroemKernelRidge(**_PARAMS).fit(X, y)
+    model = mercer.NystroemKernelRidge(**_PARAMS).fit(da.from_array(X, chunks=(100, -1)), da.from_array(y, chunks=100))
+    np.testing.assert_allclose(model.predict(X), ref.predict(X), rtol=0, atol=1e-6)
+
+
+def test_operator_products_equal_dense(in_force):
+    import torch
+
+    from mercer.distributed import DaskKernelOperator
+    from mercer.kernels import RBF
+
+    X, _ = _data(250, d=3)
+    X = X.copy()
+    Z = torch.from_numpy(X[:17].copy())
+    k = RBF(gamma=0.5)
+    K = k(torch.from_numpy(X), Z).numpy()
+    op = DaskKernelOperator(k, da.from_array(X, chunks=(60, -1)), Z, client=in_force, memory_budget=1 << 22)
+    v = np.random.default_rng(0).normal(size=(17, 2))
+    w = np.random.default_rng(1).uniform(size=250)
+    np.testing.assert_allclose(op.kt_k_v(torch.from_numpy(v), weights=op.rows(w)).numpy(), K.T @ (w[:, None] * (K @ v)),
+                               rtol=1e-12, atol=1e-12)
+    assert op.comm_bytes > 0
+    np.testing.assert_allclose(op.rmatvec(op.rows(w)).numpy(), K.T @ w, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(op.kt_k().numpy(), K.T @ K, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.slow
+def test_worker_killed_mid_fit_gives_the_undisturbed_fit(in_force, monkeypatch):
+    """A worker process killed (SIGKILL) after 3 CG iterations: its partitions are recomputed from
+    their graph on the other worker (its nanny restarts it) and the fit equals the undisturbed one."""
+    X, y = _data(2000, d=4)
+    params = dict(_PARAMS, solver="cg", n_centers=100, preconditioner="none", tol=1e-10)
+    Xd, yd = da.from_array(X, chunks=(250, -1)), da.from_array(y, chunks=250)
+    ref = mercer.NystroemKernelRidge(**params).fit(Xd, yd)
+    pids = in_force.run(os.getpid)
+    victim = next(iter(pids.values()))
+    killed = []
+
+    def factory(t0):
+        def cb(it, x, rel):
+            if it == 3 and not killed:
+                os.kill(victim, signal.SIGKILL)
+                killed.append(time.perf_counter())
+        return cb
+
+    monkeypatch.setattr(_nystroem._NystroemRidgeBase, "_log_iteration", staticmethod(factory))
+    model = mercer.NystroemKernelRidge(**params).fit(Xd, yd)
+    assert killed and model.n_iter_[0] > 3
+    Xt = _data(200, d=4, seed=6)[0]
+    np.testing.assert_array_equal(model.predict(Xt), ref.predict(Xt))  # the same sums in the same order
+    in_force.wait_for_workers(2, timeout=60)
+
+
+class _Interrupt(Exception):
+    pass
+
+
+def _interrupt_at(monkeypatch, k, solve=1):
+    """Raise from the CG callback at iteration ``k`` of the ``solve``-th CG run (a crash)."""
+    runs = []
+
+    def factory(t0):
+        runs.append(t0)
+
+        def cb(it, x, rel):
+            if len(runs) == solve and it == k:
+                raise _Interrupt
+        return cb
+    monkeypatch.setattr(_nystroem._NystroemRidgeBase, "_log_iteration", staticmethod(factory))
+
+
+@pytest.mark.parametrize("alpha, solve", [(1e-1, 1), ([1e-1, 1.0], 2)])
+def test_checkpoint_resumes_to_the_uninterrupted_fit(tmp_path, monkeypatch, caplog, alpha, solve):
+    X, y = _data(300)
+    Y = np.column_stack([y, y ** 2])
+    params = dict(_PARAMS, alpha=alpha, solver="cg", tol=1e-10)
+    ref = mercer.NystroemKernelRidge(**params).fit(X, Y)
+    assert ref.n_iter_.min() > 4
+    path = tmp_path / "fit.npz"
+    with monkeypatch.context() as m:
+        _interrupt_at(m, 4, solve)  # the second case: the first solve (alpha 0.1) done, the second interrupted
+        with pytest.raises(_Interrupt):
+            mercer.NystroemKernelRidge(**params, checkpoint=path).fit(X, Y)
+    assert path.exists()
+    with caplog.at_level(logging.INFO, logger="mercer.models.ridge._checkpoint"):
+        model = mercer.NystroemKernelRidge(**params, checkpoint=str(path)).fit(X, Y)
+    assert f"(solve {solve - 1}, iteration 3)" in caplog.text
+    assert not path.exists()  # removed once the fit completes
+    np.testing.assert_array_equal(model.n_iter_, ref.n_iter_)
+    np.testing.assert_array_equal(model.cg_history_, ref.cg_history_)
+    np.testing.assert_array_equal(model.predict(X), ref.predict(X))
+
+
+def test_checkpoint_of_another_fit_is_ignored(tmp_path, monkeypatch):
+    X, y = _data(300)
+    params = dict(_PARAMS, solver="cg", tol=1e-10)
+    path = tmp_path / "fit.npz"
+    with monkeypatch.context() as m:
+        _interrupt_at(m, 3)
+        with pytest.raises(_Interrupt):
+            mercer.NystroemKernelRidge(**params, checkpoint=path).fit(X, y)
+    ref = mercer.NystroemKernelRidge(**dict(params, alpha=0.5)).fit(X, y)
+    with pytest.warns(UserWarning, match="checkpoint .* of another fit"):
+        model = mercer.NystroemKernelRidge(**dict(params, alpha=0.5), checkpoint=path).fit(X, y)
+    np.testing.assert_array_equal(model.predict(X), ref.predict(X))
+
+
+def test_conjugate_gradient_resumes_from_a_saved_state():
+    """The generic hook: a state saved after iteration k, resumed, gives the uninterrupted iterates."""
+    import copy
+
+    import torch
+
+    from mercer.linalg import conjugate_gradient
+
+    rng = np.random.default_rng(0)
+    B = rng.normal(size=(40, 40))
+    A = torch.from_numpy(B @ B.T + 0.1 * np.eye(40))
+    b = torch.from_numpy(rng.normal(size=(40, 2)))
+    states = []
+    full = conjugate_gradient(lambda V: A @ V, b, tol=1e-12, max_iter=500,
+                              save_state=lambda s: states.append(copy.deepcopy(s)))
+    assert full.n_iter > 6 and len(states) == full.n_iter - 1
+    resumed = conjugate_gradient(lambda V: A @ V, b, tol=1e-12, max_iter=500, resume=states[5])
+    assert resumed.n_iter == full.n_iter
+    assert resumed.history == full.history
+    torch.testing.assert_close(resumed.x, full.x, rtol=0, atol=0)
