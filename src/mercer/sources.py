@@ -354,7 +354,7 @@ class ParquetSource(RowSource):
 
 def read_parquet(path, target: str | Sequence[str] | None = None, *, columns=None, dtype=None):
     """``(X, y)``: the features of Parquet file(s) as a :class:`ParquetSource` (left on disk) and
-    the ``target`` column(s) read into memory (``None`` without a target).
+    the ``target`` column(s) read into memory with their stored dtype (``None`` without a target).
 
     >>> X, y = read_parquet("train/*.parquet", target="y")
     """
@@ -368,7 +368,7 @@ def read_parquet(path, target: str | Sequence[str] | None = None, *, columns=Non
     for t in targets:
         if t not in names:
             raise ValueError(f"read_parquet: target column {t!r} is not in {X.files[0]!r}; its columns are {names}.")
-    ys = [X.read_column(t) for t in targets]
+    ys = [X.read_column(t, dtype=None) for t in targets]  # as stored: numbers, or class labels
     return X, ys[0] if isinstance(target, str) else np.column_stack(ys)
 
 

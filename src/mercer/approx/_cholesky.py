@@ -31,9 +31,11 @@ from sklearn.utils.validation import check_is_fitted
 from .._backend import as_output, make_generator, resolve_device, resolve_dtype, to_tensor
 from .._validation import Interval, Options, check_array_like, check_at_most, check_param, check_params
 from ..kernels import Kernel, resolve_kernel
-from ..linalg import MemoryBudgetError, default_memory_budget, format_bytes, plan_rows, row_blocks
+from ..linalg import (MemoryBudgetError, StreamedMethodsMixin, default_memory_budget, format_bytes, plan_rows,
+                      row_blocks, source_to_memory)
 from ._constraints import COMPUTE_CONSTRAINTS, KERNEL_CONSTRAINTS, N_COMPONENTS
 from ._finite import check_finite
+from ._stream import fit_source
 
 __all__ = ["IncompleteCholesky", "PivotedCholeskyResult", "pivoted_cholesky"]
 
@@ -166,7 +168,7 @@ def pivoted_cholesky(kernel: Kernel, X: torch.Tensor, max_rank: int, *, tol: flo
                                  torch.tensor(traces, dtype=torch.float64), trace0)
 
 
-class IncompleteCholesky(TransformerMixin, BaseEstimator):
+class IncompleteCholesky(TransformerMixin, StreamedMethodsMixin, BaseEstimator):
     """Pivoted incomplete Cholesky features: ``transform(X) @ transform(Z).T ~ k(X, Z)``.
 
     Parameters
@@ -232,7 +234,13 @@ class IncompleteCholesky(TransformerMixin, BaseEstimator):
     def _fit(self, X):
         owner = type(self).__name__
         check_params(self)
-        Xv = check_array_like(self, X, reset=True, accept_sparse=True)
+        source = fit_source(self, X)
+        if source is not None:  # the n x M factor is held whole: the data are read into memory (if they fit)
+            Xv = source_to_memory(source, owner, memory_budget=self.memory_budget)
+            if not np.isfinite(Xv).all():
+                raise ValueError(f"Input X contains NaN or infinity ({source!r}); {owner} needs finite inputs.")
+        else:
+            Xv = check_array_like(self, X, reset=True, accept_sparse=True)
         # the rank of an n x n kernel matrix is at most n
         check_at_most(owner, "n_components", self.n_components, Xv.shape[0], "n_samples")
         kernel = resolve_kernel(self.kernel, gamma=self.gamma, degree=self.degree, coef0=self.coef0,

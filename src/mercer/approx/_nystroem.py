@@ -17,18 +17,20 @@ from sklearn.utils.validation import check_is_fitted
 from .._backend import as_output, make_generator, resolve_device, resolve_dtype, to_tensor
 from .._validation import Interval, Options, check_array_like, check_at_most, check_params
 from ..kernels import Kernel, resolve_kernel
-from ..linalg import default_memory_budget, format_bytes, MemoryBudgetError
+from ..sources import RowSource
+from ..linalg import MemoryBudgetError, StreamedMethodsMixin, default_memory_budget, format_bytes, source_to_memory
 from ._cholesky import _cross
 from ._finite import check_finite
 from ._constraints import COMPUTE_CONSTRAINTS, KERNEL_CONSTRAINTS, N_COMPONENTS
 from ._landmarks import LANDMARKS_CONSTRAINTS, check_landmarks_param, nystroem_normalization, select_landmarks
+from ._stream import fit_source
 
 __all__ = ["LandmarkFeatures", "Nystroem"]
 
 _METHODS = ("eig", "cholesky")
 
 
-class _LandmarkBase(TransformerMixin, BaseEstimator):
+class _LandmarkBase(TransformerMixin, StreamedMethodsMixin, BaseEstimator):
     _parameter_constraints: dict = {
         **KERNEL_CONSTRAINTS,
         **COMPUTE_CONSTRAINTS,
@@ -65,7 +67,13 @@ class _LandmarkBase(TransformerMixin, BaseEstimator):
         if plain and any(p is not None for p in (self.gamma, self.coef0, self.degree)):
             raise ValueError(f"Don't pass gamma, coef0 or degree to {owner} if using a callable or precomputed "
                              "kernel: they are parameters of the kernels given by name.")
-        Xv = check_array_like(self, X, reset=True, accept_sparse=True)
+        # Streamed X (mercer.sources) stays on disk: landmarks drawn uniformly from it (the same rows
+        # as in memory) or given; a precomputed Gram matrix is read into memory (if it fits).
+        Xv = fit_source(self, X)
+        if Xv is not None and isinstance(self.kernel, str) and self.kernel == "precomputed":
+            Xv = source_to_memory(Xv, owner, memory_budget=self.memory_budget)
+        elif Xv is None:
+            Xv = check_array_like(self, X, reset=True, accept_sparse=True)
         landmarks = check_landmarks_param(self.landmarks, Xv.shape[1], owner)
         if isinstance(landmarks, str):  # landmarks are chosen among the training points
             check_at_most(owner, "n_components", self.n_components, Xv.shape[0], "n_samples")
@@ -82,9 +90,10 @@ class _LandmarkBase(TransformerMixin, BaseEstimator):
             raise MemoryBudgetError(
                 f"{owner}: {M} landmarks need about {format_bytes(need)} for their M x M matrices, more than the "
                 f"memory budget of {format_bytes(budget)}; use fewer landmarks (n_components).")
-        Xt = to_tensor(Xv, dtype=dtype, device=device)
+        Xt = Xv if isinstance(Xv, RowSource) else to_tensor(Xv, dtype=dtype, device=device)
         Z, idx = select_landmarks(Xt, M, landmarks, kernel=kernel, generator=make_generator(self.random_state),
-                                  memory_budget=budget, reg=getattr(self, "reg", None), owner=owner)
+                                  memory_budget=budget, reg=getattr(self, "reg", None), owner=owner, dtype=dtype,
+                                  device=device)
         self.kernel_ = kernel
         self.landmarks_ = Z
         self.component_indices_ = None if idx is None else idx.cpu().numpy()

@@ -25,8 +25,10 @@ from sklearn.utils.validation import check_is_fitted
 from .._backend import as_output, resolve_device, resolve_dtype, to_tensor
 from .._validation import check_array_like, check_params
 from ..kernels import Constant, Kernel, Linear, Polynomial, Scaled, Sum
+from ..linalg import StreamedMethodsMixin
 from ._constraints import COMPUTE_CONSTRAINTS, POLYNOMIAL_CONSTRAINTS
 from ._finite import check_finite
+from ._stream import fit_source
 
 __all__ = ["PolynomialFeatureMap", "explicit_feature_map", "polynomial_feature_dim"]
 
@@ -94,6 +96,8 @@ def explicit_feature_map(kernel: Kernel, n_features: int):
     if isinstance(kernel, Linear):
         return _PolyMap(n_features, 1, 1.0, 0.0)
     if isinstance(kernel, Polynomial):
+        if not isinstance(kernel.degree, int):  # a non-integer power: no finite monomial expansion
+            return None
         gamma = 1.0 / n_features if kernel.gamma is None else float(kernel.gamma)
         return _PolyMap(n_features, kernel.degree, gamma, float(kernel.coef0))
     if isinstance(kernel, Constant):
@@ -107,7 +111,7 @@ def explicit_feature_map(kernel: Kernel, n_features: int):
     return None
 
 
-class PolynomialFeatureMap(TransformerMixin, BaseEstimator):
+class PolynomialFeatureMap(TransformerMixin, StreamedMethodsMixin, BaseEstimator):
     """Explicit feature map of the polynomial kernel :math:`(\\gamma \\langle x, y\\rangle + c)^p`.
 
     ``transform(X) @ transform(Z).T`` equals ``Polynomial(degree, gamma, coef0)(X, Z)`` exactly.
@@ -149,8 +153,10 @@ class PolynomialFeatureMap(TransformerMixin, BaseEstimator):
         self.dtype = dtype
 
     def fit(self, X, y=None):
+        """Build the map for ``X.shape[1]`` features (streamed ``X``, see :mod:`mercer.sources`, is not read)."""
         check_params(self)
-        X = check_array_like(self, X, reset=True)
+        source = fit_source(self, X)
+        X = source if source is not None else check_array_like(self, X, reset=True)
         d = X.shape[1]
         self._map = _PolyMap(d, int(self.degree), float(self.gamma), float(self.coef0))
         powers = np.zeros((self._map.dim, d + 1), dtype=np.int64)

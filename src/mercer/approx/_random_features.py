@@ -30,8 +30,10 @@ from sklearn.utils.validation import check_is_fitted
 from .._backend import as_output, make_generator, resolve_device, resolve_dtype, to_numpy, to_tensor
 from .._validation import Options, check_array_like, check_params
 from ..kernels import Constant, Kernel, Matern, Product, RBF, Scaled, Sum, resolve_kernel
-from ..linalg import row_blocks
+from ..linalg import StreamedMethodsMixin, row_blocks
+from ..sources import RowSource
 from ._constraints import COMPUTE_CONSTRAINTS, KERNEL_CONSTRAINTS, N_COMPONENTS
+from ._stream import fit_source, source_variance
 
 __all__ = ["RandomFourierFeatures", "spectral_sample"]
 
@@ -152,7 +154,9 @@ def _scale_gamma(X, owner: str) -> float:
     """scikit-learn's ``gamma="scale"``: ``1 / (n_features * X.var())`` (1.0 when the variance is 0);
     an error naming ``gamma="scale"`` when that is not a positive finite float."""
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-        if hasattr(X, "tocsr"):
+        if isinstance(X, RowSource):  # streamed data: two passes over row blocks
+            var = source_variance(X)
+        elif hasattr(X, "tocsr"):
             var = float(X.multiply(X).mean() - X.mean() ** 2)
         elif isinstance(X, torch.Tensor):
             Xd = X.to_dense() if X.is_sparse else X
@@ -169,7 +173,7 @@ def _scale_gamma(X, owner: str) -> float:
     return value
 
 
-class RandomFourierFeatures(TransformerMixin, BaseEstimator):
+class RandomFourierFeatures(TransformerMixin, StreamedMethodsMixin, BaseEstimator):
     """Random Fourier features of a stationary kernel: ``z(x)^T z(y) ~ k(x, y)``.
 
     Parameters
@@ -195,6 +199,9 @@ class RandomFourierFeatures(TransformerMixin, BaseEstimator):
 
     Attributes
     ----------
+    _gamma : float or None
+        scikit-learn RBFSampler's private attribute, which its tests read: the numeric ``gamma``
+        (``"scale"`` resolved on the data; None when the kernel's default applies).
     frequencies_ : tensor of shape (n_features_in_, n_components)
     offsets_ : tensor of shape (n_components,) or None
         The random phases (``variant="phase"``).
@@ -237,10 +244,13 @@ class RandomFourierFeatures(TransformerMixin, BaseEstimator):
 
     def fit(self, X, y=None):
         """Draw the frequencies for ``X``'s number of features (only ``X.shape[1]`` is used, and
-        ``X.var()`` for ``gamma="scale"``)."""
+        ``X.var()`` for ``gamma="scale"``). Streamed ``X`` (:mod:`mercer.sources`) is not read,
+        except for ``gamma="scale"`` (two passes over row blocks)."""
         check_params(self)
         owner = type(self).__name__
-        Xv = check_array_like(self, X, reset=True, accept_sparse=True)
+        Xv = fit_source(self, X)
+        if Xv is None:
+            Xv = check_array_like(self, X, reset=True, accept_sparse=True)
         gamma = _scale_gamma(Xv, owner) if isinstance(self.gamma, str) else self.gamma
         kernel = resolve_kernel(self.kernel, gamma=gamma, kernel_params=self.kernel_params, owner=owner)
         if not kernel.is_stationary:
@@ -256,6 +266,7 @@ class RandomFourierFeatures(TransformerMixin, BaseEstimator):
         if self.orthogonal:
             W = _orthogonalise(W, gen)
         self.kernel_ = kernel
+        self._gamma = gamma  # scikit-learn RBFSampler's private attribute: the numeric gamma ("scale" resolved)
         self.frequencies_ = W.to(dtype)
         self.offsets_ = None
         if self.variant == "phase":

@@ -39,9 +39,10 @@ from sklearn.utils.validation import check_is_fitted
 from .._backend import as_output, make_generator, num_threads, resolve_device, resolve_dtype, to_tensor
 from .._validation import Interval, check_array_like, check_params
 from ..kernels import Linear, Polynomial
-from ..linalg import default_memory_budget, plan_rows, row_blocks
+from ..linalg import StreamedMethodsMixin, default_memory_budget, plan_rows, row_blocks
 from ._constraints import COMPUTE_CONSTRAINTS, KERNEL_CONSTRAINTS, N_COMPONENTS, POLYNOMIAL_CONSTRAINTS
 from ._finite import check_finite
+from ._stream import fit_source
 
 #: Below this many output entries (rows x n_components) a transform runs on one thread: on a CPU
 #: shared with other processes a small multi-threaded op waits scheduler slices for its second
@@ -59,6 +60,8 @@ def _polynomial_params(est, n_features: int) -> tuple[int, float, float]:
     if kernel is None:
         kernel = Polynomial(degree=int(est.degree), gamma=est.gamma, coef0=est.coef0)
     if isinstance(kernel, Polynomial):  # Quadratic included
+        if not isinstance(kernel.degree, int):
+            raise ValueError(f"{owner} sketches polynomial kernels of an integer degree; got {kernel!r}.")
         gamma = 1.0 / n_features if kernel.gamma is None else float(kernel.gamma)
         return kernel.degree, gamma, float(kernel.coef0)
     if isinstance(kernel, Linear):
@@ -69,7 +72,7 @@ def _polynomial_params(est, n_features: int) -> tuple[int, float, float]:
     )
 
 
-class _PolySketchBase(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEstimator):
+class _PolySketchBase(ClassNamePrefixFeaturesOutMixin, TransformerMixin, StreamedMethodsMixin, BaseEstimator):
     """Shared plumbing: parameters, device/dtype, row-blocked transform."""
 
     _parameter_constraints: dict = {
@@ -88,10 +91,12 @@ class _PolySketchBase(ClassNamePrefixFeaturesOutMixin, TransformerMixin, BaseEst
         self._dtype = resolve_dtype(self.dtype, X)
 
     def fit(self, X, y=None):
-        """Draw the random maps for inputs of ``X.shape[1]`` features (the values of ``X`` are not used)."""
+        """Draw the random maps for inputs of ``X.shape[1]`` features (the values of ``X`` are not used:
+        streamed ``X``, see :mod:`mercer.sources`, is not read)."""
         check_params(self)
         m = int(self.n_components)
-        X = check_array_like(self, X, reset=True, accept_sparse=True)
+        source = fit_source(self, X)
+        X = source if source is not None else check_array_like(self, X, reset=True, accept_sparse=True)
         degree, gamma, coef0 = _polynomial_params(self, X.shape[1])
         self._setup(X)
         self.degree_, self.gamma_, self.coef0_ = degree, gamma, coef0

@@ -4,6 +4,7 @@ A layer between :mod:`mercer.linalg` and :mod:`mercer.approx`: the landmark rule
 methods seed with it and :class:`mercer.models.KMeans` is a thin estimator over it.
 
 * :func:`kmeans` -- the whole algorithm: ``n_init`` seedings, Lloyd's iterations, the best run.
+* :func:`kmeans_streamed` -- the same on data read block by block from a :mod:`mercer.sources` source.
 * :func:`lloyd` -- Lloyd's iterations with Hamerly's bounds (exact labels, fewer distances).
 * :func:`kmeans_plusplus` -- greedy k-means++ over any squared-distance oracle (input space or a
   kernel's feature space); :func:`seed_indices` adds uniform seeds; :func:`d2_sampling` is the
@@ -15,6 +16,7 @@ methods seed with it and :class:`mercer.models.KMeans` is a thin estimator over 
 from ._lloyd import MIN_CLUSTERS_FOR_BOUNDS, KMeansResult, kmeans, lloyd, warn_distinct
 from ._passes import KMEANS_TILE_BYTES, assign, block_rows, own_sq, sq_distances, top2
 from ._seeding import d2_sampling, kmeans_plusplus, seed_indices
+from ._stream import kmeans_streamed
 
 __all__ = [
     "KMEANS_TILE_BYTES",
@@ -25,6 +27,7 @@ __all__ = [
     "d2_sampling",
     "kmeans",
     "kmeans_plusplus",
+    "kmeans_streamed",
     "lloyd",
     "own_sq",
     "seed_indices",

@@ -19,6 +19,7 @@ import time
 import warnings
 from numbers import Integral
 
+import numpy as np
 import torch
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
@@ -28,6 +29,7 @@ from ..._validation import Interval, Options, check_at_most, check_params
 from ...approx import Nystroem, RandomFourierFeatures
 from ...kmeans import seed_indices, warn_distinct
 from ...linalg import KernelOperator, plan_blocks, row_blocks
+from ...sources import RowSource
 from .._base import COMPUTE_CONSTRAINTS, KERNEL_CONSTRAINTS, KernelEstimatorMixin
 from ._common import KMEANS_CONSTRAINTS, check_init, resolve_n_init, sample_weights
 from ._kmeans import KMeans
@@ -35,6 +37,33 @@ from ._kmeans import KMeans
 __all__ = ["KernelKMeans"]
 
 log = logging.getLogger(__name__)
+
+
+class _FeatureSource(RowSource):
+    """The features ``phi(X)`` of a fitted feature map over a streamed ``X``, computed block by block
+    as they are read (never stored): what the approximate variant's :class:`KMeans` streams over."""
+
+    def __init__(self, source: RowSource, feature_map, dtype: torch.dtype, device):
+        self.source, self.feature_map, self.torch_dtype, self.device = source, feature_map, dtype, device
+        self.n_samples, self.n_features = source.n_samples, int(feature_map.n_features_out_)
+        self.dtype = np.dtype(str(dtype).removeprefix("torch."))
+
+    def _features(self, block: np.ndarray) -> np.ndarray:
+        if not np.isfinite(block).all():
+            raise ValueError(f"X contains NaN or infinity ({self.source!r}); mercer needs finite inputs.")
+        Xb = torch.from_numpy(block).to(device=self.device, dtype=self.torch_dtype)
+        F = torch.as_tensor(self.feature_map.transform(Xb), dtype=self.torch_dtype)
+        return np.ascontiguousarray(F.cpu().numpy(), dtype=self.dtype)
+
+    def _read(self, start, stop):
+        return self._features(self.source.read(start, stop))
+
+    def iter_blocks(self, slices):
+        for r, block in self.source.iter_blocks(slices):
+            yield r, self._features(block)
+
+    def take(self, index):
+        return self._features(self.source.take(index))
 
 
 class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, KernelEstimatorMixin, BaseEstimator):
@@ -55,6 +84,8 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
     Approximate variant (``approximation="nystroem"`` or ``"rff"``): :class:`KMeans` on explicit
     features from :class:`mercer.approx.Nystroem` / :class:`mercer.approx.RandomFourierFeatures`
     with ``n_components`` features: ``O(n n_components)`` work per iteration instead of ``O(n^2)``.
+    It streams data that is not in memory (:mod:`mercer.sources`): the features of each block are
+    computed as it is read, and :class:`KMeans` streams over them (equal to the in-memory fit).
 
     Parameters
     ----------
@@ -102,6 +133,11 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
     }
 
     _saved_private = ("_centroid_sq",)  # private state that mercer.io saves
+
+    @property
+    def _streams_fit(self) -> bool:
+        """The approximate variant streams a streamed ``X`` (the exact one reads it into memory)."""
+        return self.approximation is not None
 
     def __init__(self, n_clusters=8, *, kernel="rbf", gamma=None, degree=3, coef0=1, kernel_params=None,
                  n_init="auto", max_iter=300, tol=1e-4, init="k-means++", approximation=None, n_components=100,
@@ -158,9 +194,13 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
 
     def _fit_approx(self, Xv, X, sample_weight, init, n_init, k):
         self.approximation_ = self._make_approximation()
-        Xt = self._tensor(Xv)
-        F = self.approximation_.fit_transform(Xt)
-        F = torch.as_tensor(F, dtype=self._dtype, device=self._device)
+        if isinstance(Xv, RowSource):  # streamed: features computed block by block, k-means streams over them
+            self.approximation_.fit(Xv)
+            F = _FeatureSource(Xv, self.approximation_, self._dtype, self._device)
+        else:
+            Xt = self._tensor(Xv)
+            F = self.approximation_.fit_transform(Xt)
+            F = torch.as_tensor(F, dtype=self._dtype, device=self._device)
         if not isinstance(init, str):
             init = torch.as_tensor(self.approximation_.transform(self._tensor(init)), dtype=self._dtype,
                                    device=self._device)
@@ -171,7 +211,7 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)
             self.kmeans_.fit(F, sample_weight=sample_weight)
-        self.labels_ = as_output(self.kmeans_.labels_, X)
+        self.labels_ = as_output(torch.as_tensor(self.kmeans_.labels_), X)
         self.inertia_ = self.kmeans_.inertia_
         self.n_iter_ = self.kmeans_.n_iter_
         for attr in ("X_fit_", "centroid_weights_", "_centroid_sq"):

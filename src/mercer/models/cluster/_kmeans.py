@@ -20,9 +20,11 @@ from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, Cluster
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
-from ..._backend import as_output, make_generator, row_sq_norms
-from ..._validation import Interval, Options, check_at_most, check_params
-from ...kmeans import assign, block_rows, kmeans, sq_distances
+from ..._backend import as_output, make_generator, row_sq_norms, to_numpy
+from ..._validation import Interval, Options, check_params
+from ...kmeans import assign, block_rows, kmeans, kmeans_streamed, seed_indices, sq_distances
+from ...linalg import default_memory_budget, source_to_memory
+from ...sources import RowSource
 from .._base import COMPUTE_CONSTRAINTS, KernelEstimatorMixin
 from ._common import _INIT_RULES, KMEANS_CONSTRAINTS, _InitArray, check_init, resolve_n_init, sample_weights
 
@@ -86,6 +88,13 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ke
 
     Notes
     -----
+    Streamed data (:mod:`mercer.sources`: a ``.npy`` / Parquet path, a memmap, a Dask collection)
+    is read block by block, and the fit equals the in-memory one (same seeds, labels and centres up
+    to round-off): each Lloyd iteration is one pass over the data, and k-means++ stays exact at two
+    passes per centre (``2 n_clusters - 1`` passes per run; ``init="random"`` or an array reads
+    only the seeds). A callable ``init`` takes the data in memory: they are read whole, if they fit
+    ``memory_budget``. See :func:`mercer.kmeans.kmeans_streamed`.
+
     Empty clusters are re-seeded with the points farthest from their current centre (scikit-learn's
     rule). When X has fewer distinct points than ``n_clusters`` a ``ConvergenceWarning`` is issued.
     The algorithm itself is :func:`mercer.kmeans.kmeans`.
@@ -102,6 +111,7 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ke
     }
 
     _saved_private = ("_centers",)  # private state that mercer.io saves
+    _streams_fit = True  # fit reads a streamed X (mercer.sources) block by block
 
     def __init__(self, n_clusters=8, *, init="k-means++", n_init="auto", max_iter=300, tol=1e-4, verbose=0,
                  random_state=None, copy_x=True, algorithm="lloyd", n_local_trials=None, device=None, dtype=None,
@@ -126,18 +136,26 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ke
         check_params(self)
         owner = type(self).__name__
         Xv = self._validate_X(X, reset=True)
+        if isinstance(Xv, RowSource) and callable(self.init):  # init(X, ...) takes the data in memory
+            Xv = self._source_in_memory(Xv)
         n, d = Xv.shape
-        check_at_most(owner, "n_clusters", self.n_clusters, n)
+        if self.n_clusters > n:  # mercer's wording, then scikit-learn's (users and its tests search for it)
+            raise ValueError(f"The 'n_clusters' parameter of {owner} must be at most n_samples = {n}. Got "
+                             f"{self.n_clusters} instead: n_samples={n} should be >= n_clusters={self.n_clusters}.")
         init = check_init(owner, self.init, self.n_clusters, d)
         n_init = self._n_init = resolve_n_init(owner, self.n_init, init)
         if self.algorithm == "elkan" and self.n_clusters == 1:
             warnings.warn("algorithm='elkan' doesn't make sense for a single cluster. Using 'lloyd' instead.",
                           RuntimeWarning, stacklevel=2)
         self._setup_compute(Xv)
-        Xt = self._tensor(Xv)
-        w = sample_weights(self, sample_weight, n, Xt.dtype, Xt.device)
         t0 = time.perf_counter()
-        result = self._run(Xv, Xt, init, n_init, w)
+        if isinstance(Xv, RowSource):
+            w = sample_weights(self, sample_weight, n, self._dtype, self._device)
+            result = self._run_streamed(Xv, init, n_init, w)
+        else:
+            Xt = self._tensor(Xv)
+            w = sample_weights(self, sample_weight, n, Xt.dtype, Xt.device)
+            result = self._run(Xv, Xt, init, n_init, w)
         self._centers = result.centers
         self.cluster_centers_ = as_output(self._centers, X)
         self.labels_ = as_output(result.labels, X)
@@ -147,6 +165,24 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ke
         log.info("%s: n=%d, k=%d, inertia %.6g, %d iterations, %.2f s", owner, n, self.n_clusters, self.inertia_,
                  self.n_iter_, self.fit_time_)
         return self
+
+    def _source_in_memory(self, source) -> np.ndarray:
+        """A streamed ``X`` read whole (when it fits the budget), checked as in-memory data are."""
+        X = source_to_memory(source, type(self).__name__, memory_budget=self.memory_budget)
+        if not np.isfinite(X).all():
+            raise ValueError(f"Input X contains NaN or infinity ({source!r}).")
+        return X
+
+    def _run_streamed(self, source, init, n_init: int, w):
+        """The k-means runs over streamed data (:func:`mercer.kmeans.kmeans_streamed`): one pass
+        per Lloyd iteration, exact k-means++ in two passes per centre."""
+        if not isinstance(init, str):
+            init = torch.tensor(np.array(init), dtype=self._dtype, device=self._device)
+        return kmeans_streamed(source, int(self.n_clusters), memory_budget=self._budget, dtype=self._dtype,
+                               device=self._device, init=init, n_init=n_init, max_iter=self.max_iter,
+                               tol=float(self.tol), sample_weight=w, n_local_trials=self.n_local_trials,
+                               generator=make_generator(self.random_state), owner=type(self).__name__,
+                               report=_print if self.verbose else None)
 
     def _run(self, Xv, Xt, init, n_init: int, w):
         """The k-means runs; a callable ``init`` is called once per run (the best run is kept)."""
@@ -166,6 +202,37 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ke
                          n_init=1, **kw)
             best = res if best is None or res.inertia < best.inertia else best
         return best
+
+    def _init_centroids(self, X, x_squared_norms, init, random_state, sample_weight, init_size=None,
+                        n_centroids=None):
+        """scikit-learn's private seeding method, with its signature (its tests call it): the
+        ``n_centroids`` (default ``n_clusters``) initial centres (numpy, (n_centroids, n_features))
+        of ``init`` ("k-means++", "random", a callable ``init(X, n_centroids, random_state=...)`` or
+        an array) on ``X`` weighted by ``sample_weight``, drawn with ``random_state`` (a RandomState),
+        from ``init_size`` rows picked at random when given. ``fit`` seeds the same way."""
+        owner = type(self).__name__
+        X = to_numpy(X) if isinstance(X, torch.Tensor) else X
+        X = X.toarray() if hasattr(X, "toarray") else np.asarray(X, dtype=np.float64)
+        k = self.n_clusters if n_centroids is None else int(n_centroids)
+        w = np.asarray(sample_weight, dtype=np.float64)
+        sq = np.asarray(x_squared_norms, dtype=np.float64)
+        if init_size is not None and init_size < X.shape[0]:
+            rows = random_state.randint(0, X.shape[0], init_size)
+            X, w, sq = X[rows], w[rows], sq[rows]
+        if isinstance(init, str):
+            Xt, wt, sqt = (torch.as_tensor(a) for a in (X, w, sq))
+
+            def dist(idx, s):
+                return torch.addmm(sqt[s, None] + sqt[idx][None, :], Xt[s], Xt[idx].T, alpha=-2.0)
+
+            trials = 2 + int(np.log(k)) if self.n_local_trials is None else self.n_local_trials
+            rows = block_rows(X.shape[0], trials, X.shape[1], itemsize=8,
+                              budget=default_memory_budget(None, self.memory_budget))
+            idx = seed_indices(init, X.shape[0], k, dist, make_generator(random_state), rows=rows,
+                               sample_weight=wt, n_local_trials=self.n_local_trials)
+            return X[to_numpy(idx)].copy()
+        centers = init(X, k, random_state=random_state) if callable(init) else init
+        return check_init(owner, centers, k, X.shape[1]).copy()
 
     def fit_predict(self, X, y=None, sample_weight=None):
         return self.fit(X, sample_weight=sample_weight).labels_

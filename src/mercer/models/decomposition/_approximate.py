@@ -34,7 +34,8 @@ from sklearn.utils.validation import check_is_fitted
 from ..._backend import as_output, make_generator
 from ..._validation import Interval, Options, check_at_most, check_params
 from ...approx import Nystroem, RandomFourierFeatures
-from ...linalg import MemoryBudgetError, format_bytes, plan_rows, row_blocks, top_eigenpairs
+from ...linalg import MemoryBudgetError, format_bytes, plan_rows, row_blocks, tensor_blocks, top_eigenpairs
+from ...sources import RowSource
 from .._base import COMPUTE_CONSTRAINTS, KERNEL_CONSTRAINTS, KernelEstimatorMixin
 
 __all__ = ["ApproximateKernelPCA"]
@@ -48,6 +49,11 @@ class ApproximateKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ke
     Cost :math:`O(n D (d + D))` time (features and their covariance, in row blocks) and
     :math:`O(D^2)` memory beyond one block, instead of exact kernel PCA's :math:`O(n^2)`
     kernel evaluations. See the module docstring for the algorithm.
+
+    ``fit`` streams data that is not in memory (:mod:`mercer.sources`): the feature map needs
+    only the number of features (RFF) or uniformly drawn landmarks (Nyström, ``landmarks="uniform"``
+    or an array), and the mean and covariance are sums over row blocks (two passes), so the fit
+    equals the in-memory one. When all the features fit the budget at once, the data are read whole.
 
     Parameters
     ----------
@@ -98,6 +104,7 @@ class ApproximateKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ke
     }
 
     _saved_private = ("_n_features_out", "_rows")  # private state that mercer.io saves
+    _streams_fit = True  # fit reads a streamed X (mercer.sources) block by block
 
     def __init__(self, n_components=None, *, kernel="rbf", gamma=None, degree=3, coef0=1, kernel_params=None,
                  approximation="nystroem", n_features=100, landmarks="uniform", random_state=None,
@@ -179,7 +186,8 @@ class ApproximateKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ke
         gram, need = self._plan(n, D, item)
         self._seed = int(make_generator(self.random_state).initial_seed())
         t0 = time.perf_counter()
-        Xt = self._tensor(Xv)
+        source = Xv if isinstance(Xv, RowSource) else None
+        Xt = self._tensor(Xv) if source is None else source
         fmap = self._feature_map().fit(Xt)
         self.feature_map_ = fmap
         D = fmap.n_features_out_
@@ -188,6 +196,8 @@ class ApproximateKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ke
         self._rows = plan_rows(n, 3 * (D + Xt.shape[1] + 1) * item + 1, budget=self._budget, fixed_bytes=need,
                                max_bytes=None, what=f"a block of {owner} features")
         Phi = None
+        if source is not None and (gram or self._rows >= n):  # streamed, but small: read whole (it fits)
+            Xt = next(tensor_blocks(source, n, dtype=self._dtype, device=self._device))[1]
         if gram or self._rows >= n:              # all features at once: centre them exactly
             Phi = fmap.transform(Xt)
             mean = Phi.mean(dim=0)
@@ -225,15 +235,21 @@ class ApproximateKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ke
         self.explained_variance_ratio_ = self.eigenvalues_ / trace if trace > 0 else np.zeros_like(self.eigenvalues_)
         self._n_features_out = len(self.eigenvalues_)
 
+    def _row_blocks(self, Xt, desc: str):
+        """``(rows, block)`` over ``Xt``, a tensor or a streamed source (read block by block)."""
+        if isinstance(Xt, RowSource):
+            return tensor_blocks(Xt, self._rows, dtype=self._dtype, device=self._device, desc=desc)
+        return ((rs, Xt[rs]) for rs in row_blocks(Xt.shape[0], self._rows, desc=desc))
+
     def _blocks(self, Xt, fn):
-        for rs in row_blocks(Xt.shape[0], self._rows, desc="approximate kernel PCA features"):
-            yield fn(self.feature_map_.transform(Xt[rs]))
+        for _, Xb in self._row_blocks(Xt, "approximate kernel PCA features"):
+            yield fn(self.feature_map_.transform(Xb))
 
     def _project(self, Xt):
         V = self.eigenvectors_
         out = torch.empty(Xt.shape[0], V.shape[1], dtype=self._dtype, device=self._device)
-        for rs in row_blocks(Xt.shape[0], self._rows, desc="approximate kernel PCA projection"):
-            out[rs] = (self.feature_map_.transform(Xt[rs]) - self.mean_) @ V
+        for rs, Xb in self._row_blocks(Xt, "approximate kernel PCA projection"):
+            out[rs] = (self.feature_map_.transform(Xb) - self.mean_) @ V
         return out
 
     # -- transform ----------------------------------------------------------------------------

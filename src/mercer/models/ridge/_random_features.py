@@ -20,7 +20,8 @@ from sklearn.utils.validation import check_is_fitted
 from ..._backend import as_output
 from ..._validation import Interval, Options, check_params
 from ...approx import RandomFourierFeatures, check_finite
-from ...linalg import MemoryBudgetError, format_bytes, jittered_cholesky, plan_rows, row_blocks
+from ...linalg import MemoryBudgetError, format_bytes, jittered_cholesky, plan_rows, row_blocks, tensor_blocks
+from ...sources import RowSource
 from .._base import COMPUTE_CONSTRAINTS, KERNEL_CONSTRAINTS, KernelEstimatorMixin
 from ._exact import NormalEquations, _check_alpha, add_intercept, intercept_output
 
@@ -29,6 +30,9 @@ __all__ = ["RandomFeatureRidge"]
 
 class RandomFeatureRidge(MultiOutputMixin, RegressorMixin, KernelEstimatorMixin, BaseEstimator):
     """Ridge regression on random Fourier features of a stationary kernel.
+
+    ``fit`` streams data that is not in memory (:mod:`mercer.sources`), one row block at a time,
+    in O(D^2 + block) memory.
 
     Parameters
     ----------
@@ -66,6 +70,7 @@ class RandomFeatureRidge(MultiOutputMixin, RegressorMixin, KernelEstimatorMixin,
         "random_state": ["random_state"],
     }
     _saved_private = ("_y_1d",)  # private state that mercer.io saves
+    _streams_fit = True  # fit reads a streamed X (mercer.sources) block by block
 
     def __init__(self, alpha=1.0, *, kernel="rbf", gamma=None, kernel_params=None, n_components=500,
                  variant="cossin", orthogonal=False, fit_intercept=True, random_state=None, device=None,
@@ -83,28 +88,32 @@ class RandomFeatureRidge(MultiOutputMixin, RegressorMixin, KernelEstimatorMixin,
         self.dtype = dtype
         self.memory_budget = memory_budget
 
-    def _rows(self, n: int, D: int, itemsize: int) -> int:
-        """Rows per block: a block holds its features and their weighted copy (2 D per row), within
-        a quarter of the budget and 128 MiB."""
-        return plan_rows(n, 2 * D * itemsize, budget=max(self._budget // 4, 1), max_bytes=128 << 20,
+    def _rows(self, n: int, D: int, d: int, itemsize: int) -> int:
+        """Rows per block: a block holds its input row, its features and their weighted copy
+        (``d + 2 D`` per row), within a quarter of the budget and 128 MiB."""
+        return plan_rows(n, (d + 2 * D) * itemsize, budget=max(self._budget // 4, 1), max_bytes=128 << 20,
                          what=f"{type(self).__name__}'s block of random features")
 
     def fit(self, X, y, sample_weight=None):
+        """Fit on ``X`` (n, d): an array, or streamed data (:mod:`mercer.sources`: a ``.npy`` /
+        Parquet path, a memmap, a Dask collection), whose row blocks are read one at a time: the
+        normal equations are sums over blocks, so the fit equals the in-memory one."""
         owner = type(self).__name__
         t0 = time.perf_counter()
         check_params(self)
         X = self._validate_X(X, reset=True)
+        source = X if isinstance(X, RowSource) else None
         y = self._validate_y(y, X.shape[0])
         sw = self._sample_weight(sample_weight, X, X.shape[0])
         Y = y.reshape(len(y), -1)
         alphas = _check_alpha(self.alpha, Y.shape[1], owner)
         self._setup_compute(X)
-        Xt = self._tensor(X)
+        Xt = None if source is not None else self._tensor(X)
         rff = RandomFourierFeatures(self.kernel, int(self.n_components), variant=self.variant,
                                     orthogonal=self.orthogonal, gamma=self.gamma, kernel_params=self.kernel_params,
-                                    random_state=self.random_state, device=self._device, dtype=Xt.dtype)
-        rff.fit(Xt[:1])
-        rff.n_features_in_ = Xt.shape[1]
+                                    random_state=self.random_state, device=self._device, dtype=self._dtype)
+        rff.fit(Xt[:1] if source is None else torch.zeros(1, source.n_features, dtype=self._dtype))
+        rff.n_features_in_ = X.shape[1]
         D = rff.n_features_out_
         need = 2 * D * D * 8
         if need > self._budget:
@@ -114,11 +123,15 @@ class RandomFeatureRidge(MultiOutputMixin, RegressorMixin, KernelEstimatorMixin,
         eq = NormalEquations(D, Y.shape[1], dtype=torch.float64, device=self._device, centre=self.fit_intercept)
         Yt = torch.as_tensor(Y, dtype=torch.float64, device=self._device)
         w = None if sw is None else torch.as_tensor(sw, dtype=torch.float64, device=self._device)
-        br = self._rows(Xt.shape[0], D, Xt.element_size())
-        for r in row_blocks(Xt.shape[0], br, desc="random-feature normal equations"):
-            eq.add(rff._features(Xt[r]), Yt[r], None if w is None else w[r])
+        n, desc = X.shape[0], "random-feature normal equations"
+        br = self._rows(n, D, X.shape[1], torch.finfo(self._dtype).bits // 8)
+        blocks = ((r, Xt[r]) for r in row_blocks(n, br, desc=desc)) if source is None else \
+            tensor_blocks(source, br, dtype=self._dtype, device=self._device, desc=desc)
+        for r, Xb in blocks:
+            eq.add(rff._features(Xb), Yt[r], None if w is None else w[r])
         G, b = eq.system()
-        check_finite([G, b], owner, "the normal equations' entries", X=Xt, kernel=rff.kernel_, y=Yt)
+        check_finite([G, b], owner, "the normal equations' entries", X=Xt, kernel=rff.kernel_, y=Yt,
+                     dtype=self._dtype)
         coef = torch.empty(D, Y.shape[1], dtype=torch.float64, device=self._device)
         for j, a in enumerate(alphas):
             A = G.clone()
@@ -140,7 +153,7 @@ class RandomFeatureRidge(MultiOutputMixin, RegressorMixin, KernelEstimatorMixin,
         coef = coef.to(device=Xt.device, dtype=Xt.dtype)
         n = Xt.shape[0]
         if n:
-            br = self._rows(n, coef.shape[0], Xt.element_size())
+            br = self._rows(n, coef.shape[0], Xt.shape[1], Xt.element_size())
             out = torch.cat([self.features_._features(Xt[r]) @ coef for r in row_blocks(n, br, desc="predict")])
         else:
             out = torch.zeros(0, coef.shape[1], dtype=Xt.dtype, device=Xt.device)
