@@ -272,12 +272,16 @@ def test_sigint_interrupts_a_long_call_in_the_main_thread(small_worker):
         return blocking()
 
     A = _spd(100)
+    # Python's own Ctrl-C handler, whatever the runner inherited (a shell's background job starts with
+    # SIGINT ignored, and then Python installs no handler at all).
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
         with pytest.raises(KeyboardInterrupt):
             _interruptible(call, A, "interrupted")
         assert _worker_alive("interrupted")
     finally:
         release.set()
+        signal.signal(signal.SIGINT, previous)
 
 
 @pytest.mark.parametrize("use_tqdm", [False, True])
