@@ -19,6 +19,8 @@ The ratio printed is distributed / in-process time (the engine's overhead on the
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
+import sys
 import logging
 import math
 import os
@@ -28,17 +30,10 @@ import warnings
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_scaling import synthetic  # noqa: E402  (the same generator, drawn per file / partition)
+
 D = 28
-
-
-def synthetic(n: int, d: int, seed: int = 0):
-    """``bench_scaling.py``'s generator."""
-    rng = np.random.default_rng(seed)
-    X = rng.standard_normal((n, d)).astype(np.float32)
-    w = np.random.default_rng(123).standard_normal((d, 3)) / math.sqrt(d)
-    P = X @ w
-    y = np.sin(2 * P[:, 0]) + 0.5 * np.cos(P[:, 1]) * P[:, 2] + 0.1 * rng.standard_normal(n)
-    return X, y.astype(np.float64)
 
 
 class _IterationTimes(logging.Handler):

@@ -28,19 +28,12 @@ from pathlib import Path
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_scaling import synthetic  # noqa: E402  (the same generator, drawn per file / partition)
+
 D = 28
 FILE_ROWS = 1_000_000
 GROUP_ROWS = 131_072
-
-
-def synthetic(n: int, d: int, seed: int):
-    """The generator of ``bench_scaling.py`` (same formula; drawn per file so 10^7 rows fit in memory)."""
-    rng = np.random.default_rng(seed)
-    X = rng.standard_normal((n, d)).astype(np.float32)
-    w = np.random.default_rng(123).standard_normal((d, 3)) / math.sqrt(d)
-    P = X @ w
-    y = np.sin(2 * P[:, 0]) + 0.5 * np.cos(P[:, 1]) * P[:, 2] + 0.1 * rng.standard_normal(n)
-    return X, y.astype(np.float64)
 
 
 def write(n: int, out: Path) -> None:
