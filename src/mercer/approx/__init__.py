@@ -17,7 +17,10 @@ from ._polynomial import PolynomialFeatureMap, explicit_feature_map, polynomial_
 from ._random_features import RandomFourierFeatures, spectral_sample
 from ._sketch import RandomMaclaurin, TensorSketch
 
+from ._stream import record_source
+
 __all__ = [
+    "record_source",
     "LANDMARKS_CONSTRAINTS",
     "LANDMARK_RULES",
     "IncompleteCholesky",

@@ -13,7 +13,7 @@ import numpy as np
 from ..linalg import default_memory_budget, plan_rows, tensor_blocks
 from ..sources import RowSource, as_source, is_streamed
 
-__all__ = ["fit_source", "source_variance"]
+__all__ = ["fit_source", "record_source", "source_variance"]
 
 
 def fit_source(estimator, X) -> RowSource | None:
@@ -23,6 +23,12 @@ def fit_source(estimator, X) -> RowSource | None:
     budget = default_memory_budget(None, getattr(estimator, "memory_budget", None))
     if not is_streamed(X, budget):
         return None
+    return record_source(estimator, X)
+
+
+def record_source(estimator, X) -> RowSource:
+    """``X`` as a source, with the data-free checks of an in-memory ``fit``: at least one sample;
+    ``n_features_in_`` and ``feature_names_in_`` set (the latter removed for unnamed data)."""
     source = as_source(X)
     if source.n_samples < 1:
         raise ValueError(f"Found array with 0 sample(s) (shape={source.shape}) while a minimum of 1 is "

@@ -10,9 +10,10 @@ from sklearn.utils.validation import _check_sample_weight, column_or_1d
 
 from .._backend import resolve_device, resolve_dtype, to_numpy, to_tensor
 from .._validation import COMPUTE_CONSTRAINTS, check_array_like, check_param, describe, is_torch
+from ..approx import record_source
 from ..kernels import KERNEL_CONSTRAINTS, resolve_kernel
 from ..linalg import StreamedMethodsMixin, default_memory_budget, source_to_memory
-from ..sources import RowSource, as_source, is_streamed
+from ..sources import RowSource, is_streamed
 
 __all__ = ["COMPUTE_CONSTRAINTS", "KERNEL_CONSTRAINTS", "KernelEstimatorMixin", "check_class_labels",
            "class_weights", "labels_from_scores", "labels_like"]
@@ -140,16 +141,7 @@ class KernelEstimatorMixin(StreamedMethodsMixin):
 
     def _validate_source(self, X) -> RowSource:
         """A streamed training ``X`` as a source; records ``n_features_in_`` (and the column names)."""
-        source = as_source(X)
-        if source.n_samples < 1:
-            raise ValueError(f"Found array with 0 sample(s) (shape={source.shape}) while a minimum of 1 is "
-                             f"required by {type(self).__name__}.")
-        self.n_features_in_ = source.n_features
-        if source.feature_names is not None:
-            self.feature_names_in_ = np.asarray(source.feature_names, dtype=object)
-        elif hasattr(self, "feature_names_in_"):
-            del self.feature_names_in_
-        return source
+        return record_source(self, X)
 
     def _validate_y(self, y, n_samples: int, *, multi_output: bool = True):
         """Numeric targets as a float64 numpy array of shape (n,) or (n, t)."""
