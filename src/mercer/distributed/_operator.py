@@ -7,9 +7,10 @@ right-hand side ``K^T W y`` and the column means), ``kt_k`` (the direct solver).
 
 * the partitions are persisted once, computed from their graph (so a lost worker's partitions are
   recomputed from their lineage, not lost with it);
-* the kernel and the centres are broadcast to every worker once;
-* each product scatters its vector ``v`` to every worker (``broadcast=True``; a large argument in
-  the task itself would travel through the scheduler), runs one task per partition -- a local
+* the kernel and the centres are sent to the cluster once (every worker fetches one copy);
+* each product scatters its vector ``v`` to one worker, from which every worker that runs a task
+  fetches one copy (a large argument in the task itself would travel through the scheduler; a
+  broadcast scatter hangs when a worker dies during it, see ``_share``), runs one task per partition -- a local
   :class:`~mercer.linalg.KernelOperator` on the partition, its tiles capped within the task's
   budget -- and sums the partial products on the workers by a tree (``_FAN_IN`` at a time), so the
   client receives one ``M x t`` array;
@@ -42,6 +43,8 @@ _MAX_TILE_BYTES = 32 << 20
 #: many times, each after waiting (at most ``_WAIT_WORKERS_S``) for a worker to be there.
 _RETRIES = 3
 _WAIT_WORKERS_S = 60
+#: Seconds a scatter may take before it counts as a failed transfer (and the product is re-run).
+_SCATTER_TIMEOUT_S = 60
 
 
 def _worker_threads() -> int:
@@ -136,12 +139,21 @@ class DaskKernelOperator:
         t0 = time.perf_counter()
         # Computed from the graph, not scattered: a worker lost mid-fit has its partitions recomputed.
         self._parts = client.compute(list(X.to_delayed().ravel()), optimize_graph=False)
-        self._kernel_f, self._Z_f = client.scatter([kernel, Z.detach().cpu().numpy()], broadcast=True, hash=False)
+        self._kernel_f, self._Z_f = self._share([kernel, Z.detach().cpu().numpy()])
         self._row_cache: dict = {}  # dask name -> futures of its partitions (targets, weights)
         self._shift = self._shift_f = None
         self.comm_bytes = 0
         log.debug("DaskKernelOperator: %d partitions on %d workers (%.2f s to submit)", self.n_partitions,
                   len(client.scheduler_info().get("workers", {})), time.perf_counter() - t0)
+
+    def _share(self, data):
+        """Futures of ``data`` placed on one worker; each worker that runs a task fetches it from its
+        holder once (so each worker still receives one copy per product).
+
+        Not ``scatter(broadcast=True)``: when a worker dies during a broadcast, the scheduler's
+        replication keeps retrying the dead address (30 s connect timeouts, without end), and the
+        fit hangs; a plain scatter fails over like any other transfer."""
+        return self.client.scatter(data, hash=False, timeout=_SCATTER_TIMEOUT_S)
 
     # -- the centred columns (an intercept), as :attr:`mercer.linalg.KernelOperator.shift` ----------
     @property
@@ -152,9 +164,8 @@ class DaskKernelOperator:
     @shift.setter
     def shift(self, value) -> None:
         self._shift = value
-        self._shift_f = None if value is None else self.client.scatter(
-            np.ascontiguousarray(torch.as_tensor(value).detach().cpu().numpy(), dtype=self.np_dtype),
-            broadcast=True, hash=False)
+        self._shift_f = None if value is None else self._share(
+            np.ascontiguousarray(torch.as_tensor(value).detach().cpu().numpy(), dtype=self.np_dtype))
 
     # -- geometry ---------------------------------------------------------------------------------
     @property
@@ -244,7 +255,7 @@ class DaskKernelOperator:
 
         def product():
             self.comm_bytes = v_np.nbytes * self._n_workers()
-            v_f = self.client.scatter(v_np, broadcast=True, hash=False)
+            v_f = self._share(v_np)
             parts = [self.client.submit(_part_kt_k_v, x, self._kernel_f, self._Z_f, v_f, w, self.budget,
                                         self._shift_f, pure=False)
                      for x, w in zip(self._parts, ws)]
