@@ -22,11 +22,13 @@ import mercer
 HEAVY = ("numpy", "torch", "sklearn", "scipy", "numba", "pandas", "matplotlib", "dask")
 
 
-def _loaded_after(code: str, *, before: str = "") -> set[str]:
-    """Top-level packages a fresh interpreter imports while it runs ``code`` (after ``before``)."""
+def _loaded_after(code: str, *, before: str = "", top: bool = True) -> set[str]:
+    """Top-level packages (``top=False``: modules) a fresh interpreter imports while it runs ``code``
+    (after ``before``)."""
+    name = "m.split('.')[0]" if top else "m"
     probe = (f"import sys, json\n{before}\nbase = set(sys.modules)\n"
              f"try:\n    exec({code!r})\nexcept SystemExit as exc:\n    assert not exc.code, exc.code\n"
-             "print('\\n' + json.dumps(sorted({m.split('.')[0] for m in set(sys.modules) - base})))\n")
+             f"print('\\n' + json.dumps(sorted({{{name} for m in set(sys.modules) - base}})))\n")
     res = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr
     return set(json.loads(res.stdout.splitlines()[-1]))
@@ -71,6 +73,24 @@ def test_estimators_import_nothing_heavy_beyond_torch_and_sklearn():
     reference = "import torch; import sklearn.base, sklearn.utils.validation"
     beyond = _loaded_after("from mercer import *; import mercer.io, mercer.kernels, mercer.linalg", before=reference)
     assert not beyond & {"numba", "matplotlib", "dask", "distributed", "pandas", "pyarrow"}, sorted(beyond)
+
+
+def test_an_estimator_imports_its_family_only():
+    loaded = _loaded_after("from mercer import KernelRidge", top=False)
+    assert "mercer.models.ridge" in loaded
+    others = {f"mercer.models.{f}" for f in ("cluster", "gp", "svm", "neighbors", "mkl", "linear", "decomposition")}
+    assert not loaded & others, sorted(loaded & others)
+
+
+def test_models_names_come_from_their_families():
+    import mercer.models
+
+    assert sorted(mercer.models.__all__) == sorted(mercer.models._ORIGIN)
+    for name, family in mercer.models._ORIGIN.items():
+        assert getattr(mercer.models, name) is getattr(sys.modules[f"mercer.models.{family}"], name), name
+    assert mercer.models.svm is sys.modules["mercer.models.svm"]
+    with pytest.raises(AttributeError, match="module 'mercer.models' has no attribute 'Nope'"):
+        mercer.models.Nope
 
 
 def test_lazy_names_are_the_submodules_objects():
