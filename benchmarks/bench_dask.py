@@ -66,6 +66,15 @@ def timed_fit(model, X, y):
     return handler.per_iteration(), int(model.n_iter_.max()), model.fit_time_, model
 
 
+def _timed_part(block, kernel, Z, v, budget):
+    """One partition's task, timed inside the worker (its compute, without scheduling or transfers)."""
+    from mercer.distributed._operator import _part_kt_k_v
+
+    t0 = time.perf_counter()
+    _part_kt_k_v(block, kernel, Z, v, None, budget, None)
+    return time.perf_counter() - t0
+
+
 def median_time(fn, reps: int) -> float:
     times = []
     for _ in range(reps):
@@ -131,6 +140,19 @@ def main(argv=None):
         op.kt_k_v(v)  # partitions in place
         t_dask = median_time(lambda: op.kt_k_v(v, out_dtype=torch.float64), args.reps)
         comm = op.comm_bytes
+        # Where the overhead goes: each partition's task timed on its worker, against the same
+        # partitions' products in this process on one thread (the work a single-threaded worker does).
+        v_np = v.numpy().astype(np.float32)
+        task_s = []
+        for _ in range(args.reps):
+            futs = [client.submit(_timed_part, x, op._kernel_f, op._Z_f, v_np, op.budget, pure=False)
+                    for x in op._parts]
+            task_s.append(sum(client.gather(futs)))
+        task_s = statistics.median(task_s)
+        Zn = Z.numpy()
+        with mercer._backend.num_threads(1):
+            one_s = median_time(lambda: [_timed_part(X[i:i + m], kernel, Zn, v_np, op.budget)
+                                         for i, m in zip(np.cumsum([0, *sizes[:-1]]), sizes)], args.reps)
         diff = float(np.abs(dmodel.predict(X[:1000]) - model.predict(X[:1000])).max())
     finally:
         client.close()
@@ -142,6 +164,11 @@ def main(argv=None):
     print(f"{'fit: iterations':24s}{n_local:14d}{n_dask:14d}")
     print(f"{'fit: total s':24s}{fit_local:14.1f}{fit_dask:14.1f}{fit_dask / fit_local:8.2f}")
     print(f"{'K^T K v: s (median)':24s}{t_local:14.3f}{t_dask:14.3f}{t_dask / t_local:8.2f}")
+    print(f"partition products, summed: on the workers {task_s:.3f} s, here on one thread {one_s:.3f} s "
+          f"(ratio {task_s / one_s:.2f}); dask product wall x workers / task sum: "
+          f"{t_dask * args.workers / task_s:.2f} (1.0 = no scheduling or transfer cost)")
+    print(f"in-process product on all threads vs one thread: {t_local:.3f} s vs {one_s:.3f} s "
+          f"(speed-up {one_s / t_local:.2f} on {torch.get_num_threads()} threads)")
     print(f"bytes per iteration (dask): {comm:,} (v scattered to {args.workers} workers: "
           f"{M * 4 * args.workers:,}; partials and result: {comm - M * 4 * args.workers:,})")
     print(f"max |prediction difference| dask vs in-process (1,000 points; float32 tiles and a CG cut at "
