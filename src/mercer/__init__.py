@@ -11,7 +11,11 @@ torch nor scikit-learn, so the ``mercer`` command (a subpackage) answers ``--hel
 
 from typing import TYPE_CHECKING
 
+from ._threads import apply_openmp_wait_policy
+
 __version__ = "0.1.0"
+
+apply_openmp_wait_policy()  # before torch loads its OpenMP runtime (mercer._threads, rule 1)
 
 #: submodules in ``__all__``, imported on first use (``import mercer.kernels`` works as for any package)
 _SUBMODULES = ("approx", "kernels", "linalg", "models")

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-import contextlib
 import numbers
 
 import numpy as np
 import scipy.sparse as sp
-import threadpoolctl
 import torch
 
 from ._config import get_config
+from ._threads import num_threads, serial_if_small  # the thread policy lives in _threads
 
 __all__ = [
     "as_output",
@@ -121,35 +120,3 @@ def make_generator(random_state, device: torch.device | None = None) -> torch.Ge
     return gen
 
 
-# -- intra-op threads --------------------------------------------------------------------------
-@contextlib.contextmanager
-def num_threads(n: int | None, *, blas: bool = False):
-    """Run a block with ``n`` torch intra-op threads (``None``: leave as is), restoring the
-    setting after; ``blas=True`` also limits the BLAS that numpy/scipy use (threadpoolctl).
-
-    Why: on a CPU shared with other processes, every small multi-threaded op can wait a scheduler
-    slice for its second thread (measured here: eigh of 80 x 80 from 0.6 ms to 110 ms, QR of
-    5000 x 20 from 0.9 to 20 ms, one-sample SVM prediction from 0.5 to 20+ ms), while at these
-    sizes a second thread saves little. Bookkeeping of iterative solvers and small problems run on
-    one thread; the large products keep the caller's threads.
-    """
-    old = torch.get_num_threads()
-    if n is None or (n == old and not blas):
-        yield
-        return
-    torch.set_num_threads(n)
-    try:
-        if blas:
-            with threadpoolctl.threadpool_limits(n, user_api="blas"):
-                yield
-        else:
-            yield
-    finally:
-        torch.set_num_threads(old)
-
-
-def serial_if_small(device: torch.device, work: float, limit: float, *, blas: bool = False):
-    """:func:`num_threads` (1) for CPU work below ``limit`` (in the caller's unit: samples, kernel
-    entries), a no-op otherwise or on accelerators."""
-    small = device.type == "cpu" and work <= limit and torch.get_num_threads() > 1
-    return num_threads(1 if small else None, blas=blas and small)
