@@ -17,15 +17,14 @@ from sklearn.exceptions import ConvergenceWarning
 
 from .._backend import row_sq_norms
 from .._progress import task
-from ._passes import block_rows, own_sq, top2
+from ._fused import lloyd_fused
+from ._passes import MIN_CLUSTERS_FOR_BOUNDS, block_rows, own_sq, top2
 from ._seeding import seed_indices
 
 __all__ = ["MIN_CLUSTERS_FOR_BOUNDS", "KMeansResult", "kmeans", "lloyd", "warn_distinct"]
 
 log = logging.getLogger(__name__)
 
-#: Below this many clusters Lloyd's assignment runs without Hamerly's bounds (they do not pay off).
-MIN_CLUSTERS_FOR_BOUNDS = 24
 
 
 @dataclasses.dataclass(frozen=True)
@@ -123,7 +122,7 @@ def _report_iteration(report, it, X, C, labels, w, rows) -> None:
 
 def lloyd(X: torch.Tensor, x_sq: torch.Tensor, centers: torch.Tensor, *, rows: int,
           sample_weight: torch.Tensor | None = None, max_iter: int = 300, tol: float = 0.0,
-          bounds: bool | None = None, report=None) -> KMeansResult:
+          bounds: bool | None = None, report=None, fused: bool | None = None) -> KMeansResult:
     """Lloyd's iterations from ``centers`` (k, d); assignments skip the points that Hamerly's
     bounds prove unchanged.
 
@@ -133,13 +132,24 @@ def lloyd(X: torch.Tensor, x_sq: torch.Tensor, centers: torch.Tensor, *, rows: i
     the nearest other centre) keeps its label, so only the others are recomputed, exactly --
     the labels are those of plain Lloyd, at a fraction of the cost once few points move.
     With fewer than :data:`MIN_CLUSTERS_FOR_BOUNDS` centres every step is a plain blocked pass
-    (``bounds=None``; True or False forces the choice). ``report`` (a callable taking a line, e.g.
+    (``bounds=None``; True or False forces the choice; the compiled passes use the bounds from
+    fewer clusters, see :func:`mercer.kmeans._fused.lloyd_fused`). ``report`` (a callable taking a line, e.g.
     ``print``) receives scikit-learn's verbose lines: the inertia per iteration and how the run stopped.
 
     Stops when the labels no longer change, when the summed squared shift of the centres is at
     most ``tol`` (absolute), or after ``max_iter`` iterations. ``x_sq`` holds the squared row norms
     of ``X``; ``rows`` is the block size (:func:`~mercer.kmeans.block_rows`).
+
+    On the CPU (float32 or float64, no ``report``) each iteration is one compiled pass over the
+    points (:func:`mercer.kmeans._fused.lloyd_fused`: bounds, distances, argmin and cluster sums
+    fused, no ``n x k`` block); ``fused=False`` forces the torch passes, which run everywhere.
     """
+    if fused is None:
+        fused = X.device.type == "cpu" and X.dtype in (torch.float32, torch.float64) and report is None
+    if fused:
+        C, labels, inertia, it, strict = lloyd_fused(X, x_sq, centers, rows=rows, sample_weight=sample_weight,
+                                                     max_iter=max_iter, tol=tol, bounds=bounds)
+        return KMeansResult(C, labels, inertia, it, strict)
     w, C = sample_weight, centers
     # with few centres a plain pass costs little more than checking the bounds
     bounds = C.shape[0] >= MIN_CLUSTERS_FOR_BOUNDS if bounds is None else bool(bounds and C.shape[0] > 1)
@@ -183,7 +193,7 @@ def lloyd(X: torch.Tensor, x_sq: torch.Tensor, centers: torch.Tensor, *, rows: i
 def kmeans(X: torch.Tensor, n_clusters: int, *, memory_budget: int, init="k-means++", n_init: int = 1,
            max_iter: int = 300, tol: float = 1e-4, sample_weight: torch.Tensor | None = None,
            n_local_trials: int | None = None, generator: torch.Generator | None = None,
-           owner: str = "kmeans", bounds: bool | None = None, report=None) -> KMeansResult:
+           owner: str = "kmeans", bounds: bool | None = None, report=None, overwrite_x: bool = False) -> KMeansResult:
     """k-means of the rows of ``X`` (n, d): ``n_init`` seedings, Lloyd's iterations from each, the
     run with the lowest inertia kept: a :class:`KMeansResult`, centres in the original coordinates.
 
@@ -211,12 +221,15 @@ def kmeans(X: torch.Tensor, n_clusters: int, *, memory_budget: int, init="k-mean
         CPU generator of the seeding draws (needed when ``init`` is a rule).
     owner : str
         Named in the ``ConvergenceWarning`` issued when fewer than k distinct clusters were found.
+    overwrite_x : bool
+        ``X`` may be centred in place (a copy the caller owns): saves an ``n x d`` copy.
     """
     (n, d), k, report = X.shape, n_clusters, report or _silent
     mean = X.mean(0)
-    Xc = X - mean
+    Xc = X.sub_(mean) if overwrite_x else X - mean
     x_sq = row_sq_norms(Xc)
-    tol_abs = float(Xc.var(0, unbiased=False).mean()) * tol if tol else 0.0
+    # mean per-feature variance: the mean squared norm of the centred rows over d (X.var(0) is slow)
+    tol_abs = float(x_sq.sum(dtype=torch.float64)) / (n * d) * tol if tol else 0.0
     rows = block_rows(n, k, d, itemsize=Xc.element_size(), budget=memory_budget)
     trials = 2 + int(math.log(k)) if n_local_trials is None else n_local_trials
     seed_rows = block_rows(n, trials, d, itemsize=Xc.element_size(), budget=memory_budget)

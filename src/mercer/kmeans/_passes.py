@@ -12,7 +12,11 @@ import torch
 
 from ..linalg import plan_blocks, row_blocks
 
-__all__ = ["KMEANS_TILE_BYTES", "assign", "block_rows", "own_sq", "sq_distances", "top2"]
+__all__ = ["KMEANS_TILE_BYTES", "MIN_CLUSTERS_FOR_BOUNDS", "assign", "block_rows", "own_sq", "sq_distances", "top2"]
+
+#: Below this many clusters Lloyd's assignment runs without Hamerly's bounds (they do not pay off)
+#: in the torch passes and in the GEMM passes of :mod:`mercer.kmeans._fused`.
+MIN_CLUSTERS_FOR_BOUNDS = 24
 
 #: Largest block of squared distances computed at once by k-means (GEMM outputs this size stay in
 #: cache-friendly territory; larger ones only cost memory).

@@ -55,6 +55,7 @@ def kmeans_plusplus(n: int, k: int, dist: DistanceOracle, generator: torch.Gener
     closest = closest_to(first)[:, 0]
     device = closest.device
     centers = [int(first)]
+    trial = torch.empty((n, n_local_trials), dtype=closest.dtype, device=device)  # closest, with each candidate
     for _ in range(1, k):
         weighted = closest if w is None else closest * w
         cum = torch.cumsum(weighted.to(torch.float64), 0)
@@ -62,11 +63,11 @@ def kmeans_plusplus(n: int, k: int, dist: DistanceOracle, generator: torch.Gener
         cand = torch.searchsorted(cum, r).clamp_(max=n - 1)
         pots = torch.zeros(n_local_trials, dtype=torch.float64, device=device)
         for s in row_blocks(n, rows, desc="k-means++"):
-            D = torch.minimum(dist(cand, s).clamp_min_(0.0), closest[s, None])
+            D = torch.minimum(dist(cand, s).clamp_min_(0.0), closest[s, None], out=trial[s])
             pots += (D.sum(0) if w is None else w[s] @ D).to(torch.float64)
-        best = cand[int(torch.argmin(pots))]
-        centers.append(int(best))
-        closest = torch.minimum(closest, closest_to(best.reshape(1))[:, 0])
+        best = int(torch.argmin(pots))
+        centers.append(int(cand[best]))
+        closest = trial[:, best].clone()  # one pass per seed: the chosen candidate's column is kept
     return torch.as_tensor(centers, dtype=torch.long, device=device)
 
 

@@ -6,15 +6,16 @@ in-memory one on the same data (the same seeds, labels and centres up to round-o
 * the data are centred by their mean (one pass) and the tolerance is scaled by their mean
   per-feature variance (one pass), as in memory;
 * **k-means++ is exact** (scikit-learn's greedy variant, the same draws as in memory): each new
-  centre costs two passes over the data (the candidates' potentials, then the distances to the
-  centre chosen), so seeding ``k`` centres reads the data ``2k - 1`` times -- about as many as
-  ``k`` Lloyd iterations. ``init="random"`` and given centres read only the seeds' rows;
+  centre costs one pass over the data (the candidates' potentials; the distances to the centre
+  chosen are kept from it), so seeding ``k`` centres reads the data ``k`` times -- about as many
+  as ``k`` Lloyd iterations. ``init="random"`` and given centres read only the seeds' rows;
 * each Lloyd iteration is one pass: the assignment of a block and its contribution to the
   cluster sums (no Hamerly bounds: they hold O(n) state and give the same labels); an empty
   cluster (rare) costs one more pass, to find the points farthest from their centre;
 * a final pass gives the labels and the inertia.
 
-Memory: the centres, one block, and the O(n) labels (an output) and closest distances (seeding).
+Memory: the centres, one block, and the O(n) labels (an output), closest distances and the
+candidates' distances (seeding, ``n x (2 + log k)``).
 """
 
 from __future__ import annotations
@@ -77,7 +78,7 @@ def _dist(Xc, x_sq, C, c_sq):
 
 
 def _plusplus(data: _CentredBlocks, k: int, generator, w, n_local_trials):
-    """Greedy k-means++ with the draws of :func:`mercer.kmeans.kmeans_plusplus`, two passes per centre."""
+    """Greedy k-means++ with the draws of :func:`mercer.kmeans.kmeans_plusplus`, one pass per centre."""
     n = data.n
     trials = 2 + int(math.log(k)) if n_local_trials is None else n_local_trials
 
@@ -89,6 +90,7 @@ def _plusplus(data: _CentredBlocks, k: int, generator, w, n_local_trials):
     closest = closest_to(data.take(first.reshape(1)))[:, 0]
     device = closest.device
     centers = [int(first)]
+    trial = torch.empty((n, trials), dtype=closest.dtype, device=device)  # closest, with each candidate
     for _ in range(1, k):
         weighted = closest if w is None else closest * w
         cum = torch.cumsum(weighted.to(torch.float64), 0)
@@ -98,11 +100,11 @@ def _plusplus(data: _CentredBlocks, k: int, generator, w, n_local_trials):
         c_sq = row_sq_norms(C)
         pots = torch.zeros(trials, dtype=torch.float64, device=device)
         for s, Xc, xs in data.passes("k-means++"):
-            D = torch.minimum(_dist(Xc, xs, C, c_sq).clamp_min_(0.0), closest[s, None])
+            D = torch.minimum(_dist(Xc, xs, C, c_sq).clamp_min_(0.0), closest[s, None], out=trial[s])
             pots += (D.sum(0) if w is None else w[s] @ D).to(torch.float64)
         best = int(torch.argmin(pots))
         centers.append(int(cand[best]))
-        closest = torch.minimum(closest, closest_to(C[best:best + 1])[:, 0])
+        closest = trial[:, best].clone()  # the chosen candidate's column: one pass per seed
     return torch.as_tensor(centers, dtype=torch.long)
 
 

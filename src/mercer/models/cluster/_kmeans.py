@@ -44,7 +44,10 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ke
     Minimises the distortion :math:`J = \\sum_n w_n \\|x_n - \\mu_{z_n}\\|^2` by alternating the
     assignment :math:`z_n = \\arg\\min_k \\|x_n - \\mu_k\\|^2` and the mean update. Distances are
     computed block by block (``||x||^2 - 2 x.c + ||c||^2``, one GEMM per block of rows sized from
-    ``memory_budget``); the data are centred first, as scikit-learn does, for accuracy.
+    ``memory_budget``); the data are centred first, as scikit-learn does, for accuracy. On the CPU
+    each iteration is one compiled pass over the data (bounds, distances, argmin and the cluster
+    sums fused, on as many threads as the problem pays for: :mod:`mercer.kmeans`); numba compiles
+    it on the first fit and caches it on disk.
 
     Parameters
     ----------
@@ -70,8 +73,9 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ke
         computes on is its own), so ``False`` changes nothing.
     algorithm : {"lloyd", "elkan"}, default="lloyd"
         Both give the labels of plain Lloyd's algorithm (exactly); they differ in the work per
-        iteration. "lloyd" skips, from :data:`~mercer.kmeans.MIN_CLUSTERS_FOR_BOUNDS` clusters on,
-        the distance computations that triangle-inequality bounds prove unnecessary; "elkan" uses
+        iteration. "lloyd" skips, from :data:`~mercer.kmeans.MIN_CLUSTERS_FOR_BOUNDS` clusters on
+        (on the CPU from fewer where that was measured to pay), the distance computations that
+        triangle-inequality bounds prove unnecessary; "elkan" uses
         those bounds at every ``n_clusters``. The bounds are Hamerly's (one lower bound per point,
         O(n) memory) rather than Elkan's k lower bounds (O(n k) memory): see
         :func:`mercer.kmeans.lloyd`.
@@ -90,9 +94,9 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ke
     -----
     Streamed data (:mod:`mercer.sources`: a ``.npy`` / Parquet path, a memmap, a Dask collection)
     is read block by block, and the fit equals the in-memory one (same seeds, labels and centres up
-    to round-off): each Lloyd iteration is one pass over the data, and k-means++ stays exact at two
-    passes per centre (``2 n_clusters - 1`` passes per run; ``init="random"`` or an array reads
-    only the seeds). A callable ``init`` takes the data in memory: they are read whole, if they fit
+    to round-off): each Lloyd iteration is one pass over the data, and k-means++ stays exact at one
+    pass per centre (``n_clusters`` passes per run; ``init="random"`` or an array reads only the
+    seeds). A callable ``init`` takes the data in memory: they are read whole, if they fit
     ``memory_budget``. See :func:`mercer.kmeans.kmeans_streamed`.
 
     Empty clusters are re-seeded with the points farthest from their current centre (scikit-learn's
@@ -175,7 +179,7 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ke
 
     def _run_streamed(self, source, init, n_init: int, w):
         """The k-means runs over streamed data (:func:`mercer.kmeans.kmeans_streamed`): one pass
-        per Lloyd iteration, exact k-means++ in two passes per centre."""
+        per Lloyd iteration, exact k-means++ in one pass per centre."""
         if not isinstance(init, str):
             init = torch.tensor(np.array(init), dtype=self._dtype, device=self._device)
         return kmeans_streamed(source, int(self.n_clusters), memory_budget=self._budget, dtype=self._dtype,
@@ -191,6 +195,8 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ke
                   generator=make_generator(self.random_state),  # CPU draws: the same seeds on every device
                   memory_budget=self._budget, owner=owner, bounds=True if self.algorithm == "elkan" else None,
                   report=_print if self.verbose else None)
+        if not callable(init):  # one call: it may centre its own copy of X (to_tensor's) in place
+            kw["overwrite_x"] = True
         if isinstance(init, str):
             return kmeans(Xt, int(self.n_clusters), init=init, n_init=n_init, **kw)
         rs = check_random_state(self.random_state)
@@ -220,7 +226,7 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ke
             rows = random_state.randint(0, X.shape[0], init_size)
             X, w, sq = X[rows], w[rows], sq[rows]
         if isinstance(init, str):
-            Xt, wt, sqt = (torch.as_tensor(a) for a in (X, w, sq))
+            Xt, wt, sqt = (torch.tensor(a) for a in (X, w, sq))  # copies: X may be read-only
 
             def dist(idx, s):
                 return torch.addmm(sqt[s, None] + sqt[idx][None, :], Xt[s], Xt[idx].T, alpha=-2.0)

@@ -1,0 +1,579 @@
+"""Lloyd's iterations on the CPU, one compiled pass per iteration (numba), no ``n x k`` block.
+
+An iteration, for each chunk of rows (:func:`chunk_rows`; threads claim chunks in turn,
+:func:`fused_threads`):
+
+1. move the Hamerly bounds by the centres' last shifts and list the points whose label they do
+   not prove (the others cost O(1); a point whose bound fails is first re-checked with its exact
+   distance to its own centre, O(d));
+2. for the listed points, the ``k`` values ``|c|^2 - 2 x.c`` and their two smallest: with few
+   features in a compiled loop over blocks of points (vectorised over the points), for larger
+   ``k * d`` (:func:`uses_gemm`) by one GEMM per block (BLAS, through torch);
+3. a point whose label changed moves its weighted row from the old cluster's sum to the new one's
+   (sums and weights kept from iteration to iteration, in float64; each chunk writes its changes
+   to its own buffer and the buffers are added in chunk order, so the numbers do not depend on
+   the threads), so the centre update reads no data.
+
+scikit-learn's Lloyd computes every distance of every iteration (a GEMM per 256 rows) and reads
+the data twice per iteration; here, once the centres settle, most points cost a few operations.
+The loop over samples is the chunk loop (progress is reported per iteration).
+
+The labels are those of plain Lloyd's algorithm, first index on ties: a label is kept without
+computing distances only when the bounds prove it with a margin for round-off, and a point whose
+two closest centres are within the round-off of ``|c|^2 - 2 x.c`` is settled by its exact
+distances (so float32 data follow the float64 answer more closely than scikit-learn's float32 runs,
+whose labels change with its thread count). The compiled functions are built on the first fit (numba is imported then, not by
+``import mercer``) and cached on disk (``cache=True``).
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import math
+import os
+import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+import torch
+
+from .._backend import num_threads
+from .._progress import task
+from ._passes import MIN_CLUSTERS_FOR_BOUNDS
+
+__all__ = ["GEMM_MIN_WORK", "LOOP_MIN_CLUSTERS_FOR_BOUNDS", "chunk_rows", "fused_threads", "lloyd_fused", "uses_gemm"]
+
+log = logging.getLogger(__name__)
+
+#: Bytes of a block of points transposed for the compiled distance loop (L1 cache-sized; 256
+#: rows at most, where the running minima are 2 KiB).
+_BLOCK_BYTES = 32 * 2**10
+
+#: From ``k * d`` of this size on, the distances of the points whose labels the bounds do not prove
+#: are computed by one GEMM per block of rows (BLAS through torch) rather than in the compiled loop
+#: (:func:`uses_gemm`). Measured (n = 20,000, one thread, float64, fit times loop / GEMM): k = 50:
+#: d = 16 0.93, d = 24 1.13, d = 32 1.25, d = 64 1.8; k = 16: d = 32 0.87, d = 64 0.84, d = 128 1.13;
+#: k = 8: d = 64 0.72, d = 128 0.81 (each with its better bounds setting).
+GEMM_MIN_WORK = 1500
+
+#: Fewest clusters for which Hamerly's bounds are used by default: in the compiled loop they pay
+#: from k = 8 (k = 8: 0.9-1.0x the time without, k = 16: 0.7-0.8x; k = 4: 1.1-1.2x), with the GEMM
+#: from k = 24 (the library-wide :data:`mercer.kmeans.MIN_CLUSTERS_FOR_BOUNDS`; k = 8, 16: 0.9-1.1x).
+LOOP_MIN_CLUSTERS_FOR_BOUNDS = 8
+
+#: Rows per GEMM block (the (k, rows) distance block and the running minima stay in cache).
+_GEMM_ROWS = 1024
+
+#: A chunk of rows -- the unit of work that a thread claims -- holds about this many operations of
+#: a full pass (``rows * k * (d + 4)``: the distances and the running minima), ~0.5 ms on one core
+#: in the compiled loop; four times as many with the GEMM (~1 ms: a chunk then costs ~30 us of
+#: Python and torch calls besides).
+_CHUNK_WORK = 2**21
+
+#: At most this many chunks (a chunk keeps its own (k, d) float64 buffer of changes to the sums)
+#: and at most this many bytes of those buffers.
+_MAX_CHUNKS = 64
+_MAX_CHUNK_BYTES = 16 * 2**20
+
+_COMPILED: dict[str, dict] = {}  # name -> numba options besides cache and nogil
+_COMPILE_LOCK = threading.Lock()
+_POOL: list[ThreadPoolExecutor] = []
+
+
+def _compiled(fn: Callable | None = None, **options):
+    """Marks a function that numba compiles on the first fit (see :func:`_kernel`), with
+    ``options`` (e.g. ``fastmath``) when given as ``@_compiled(...)``."""
+    if fn is None:
+        return lambda f: _compiled(f, **options)
+    _COMPILED[fn.__name__] = options
+    return fn
+
+
+def _kernel(name: str) -> Callable:
+    """The numba dispatcher of the :func:`_compiled` function ``name``; the first call imports numba
+    and turns every marked function of this module into a dispatcher (machine code from numba's
+    on-disk cache when it is there)."""
+    namespace = globals()
+    with _COMPILE_LOCK:
+        if not hasattr(namespace[name], "py_func"):
+            from numba import njit
+
+            for fn, options in _COMPILED.items():
+                if not hasattr(namespace[fn], "py_func"):
+                    namespace[fn] = njit(cache=True, nogil=True, **options)(namespace[fn])
+    return namespace[name]
+
+
+def uses_gemm(k: int, d: int) -> bool:
+    """Whether the distances of ``k`` centres in ``d`` features are computed by GEMM blocks
+    (:data:`GEMM_MIN_WORK`) rather than in the compiled loop."""
+    return k * d >= GEMM_MIN_WORK
+
+
+def chunk_rows(n: int, k: int, d: int, gemm: bool) -> int:
+    """Rows per chunk of a pass: about :data:`_CHUNK_WORK` operations of a full pass (four times as
+    many, and at least 256 rows, with the GEMM), at most :data:`_MAX_CHUNKS` chunks and :data:`_MAX_CHUNK_BYTES` of buffers. It
+    depends on the problem only, never on the threads: the sums are added chunk by chunk in a fixed
+    order, so every thread count gives the same numbers."""
+    rows = max(256, 4 * _CHUNK_WORK // (k * (d + 4))) if gemm else max(1, _CHUNK_WORK // (k * (d + 4)))
+    chunks = min(-(-n // rows), _MAX_CHUNKS, max(1, _MAX_CHUNK_BYTES // (8 * k * d)))
+    return -(-n // max(chunks, 1))
+
+
+def fused_threads(n: int, k: int, d: int, gemm: bool) -> int:
+    """Threads of the fused Lloyd passes over ``n`` points, ``k`` centres, ``d`` features: one per
+    chunk of :func:`chunk_rows` (~0.5 ms of a full pass each), at most torch's intra-op threads
+    (the caller's setting, which :func:`mercer._backend.num_threads` scopes).
+
+    Problems of one chunk (k = 50: n <= ~7,000 at d = 2, ~3,500 at d = 8) run on the calling
+    thread, as a pass is then shorter than the hand-over to a second thread is worth (~20-40 us).
+    The threads are a pool of Python threads running numba code without the GIL (and torch GEMMs
+    on one thread each), never OpenMP: they block rather than spin while they wait, and claim
+    chunks as they go, so a thread held up by another process on its core delays a pass by one
+    chunk at most. Measured on 2 cores shared with 5-8 other busy processes (load 6.6-7.3;
+    lloyd_fused alone, k = 50, wall time of 2 threads / 1 thread): n = 20,000 d = 2 0.56,
+    n = 100,000 d = 8 0.83, n = 20,000 d = 32 0.96, d = 128 1.09, d = 784 1.03, n = 5,000 d = 8
+    1.20 -- no collapse where the machine is busy, while torch's OpenMP GEMMs on 2 threads took
+    3-6x the 1-thread time there. On a quiet machine the lead's benchmark decides the rule.
+    """
+    chunks = -(-n // chunk_rows(n, k, d, gemm))
+    return max(1, min(torch.get_num_threads(), chunks))
+
+
+def _set_one_thread() -> None:
+    """Initializer of the pool's threads: their torch ops (the GEMMs) run on themselves alone."""
+    torch.set_num_threads(1)
+
+
+def _pool(threads: int) -> ThreadPoolExecutor | None:
+    """A process-wide pool of at least ``threads - 1`` workers (the calling thread is the other)."""
+    if threads <= 1:
+        return None
+    with _COMPILE_LOCK:
+        if not _POOL or _POOL[0]._max_workers < threads - 1:
+            if _POOL:
+                _POOL.pop().shutdown(wait=False)
+            _POOL.append(ThreadPoolExecutor(max_workers=max(threads - 1, (os.cpu_count() or 2) - 1),
+                                            thread_name_prefix="mercer-kmeans", initializer=_set_one_thread))
+        return _POOL[0]
+
+
+# -- compiled kernels ------------------------------------------------------------------------------
+@_compiled(fastmath={"reassoc", "contract"})
+def _sq_dist(x, c):
+    """``|x - c|^2`` by subtraction, summed in float64 (in any order: the sum vectorises)."""
+    s = 0.0
+    for t in range(x.shape[0]):
+        e = np.float64(x[t]) - np.float64(c[t])
+        s += e * e
+    return s
+
+
+@_compiled
+def _check(X, C, move, half_sep, margin, labels, u, l, lo, hi, first, bounds, todo):
+    """Moves the bounds of the rows ``lo:hi`` by the centres' last shifts and lists in ``todo``
+    the rows whose label they do not prove (every row when ``first`` or not ``bounds``); returns
+    how many. ``move = (shift..., top, second, argtop)``."""
+    k = C.shape[0]
+    if first or not bounds:
+        for i in range(lo, hi):
+            todo[i - lo] = i
+        return hi - lo
+    m = 0
+    k1 = int(move[k + 2])
+    for i in range(lo, hi):
+        a = labels[i]
+        ui = u[i] + move[a]
+        li = l[i] - (move[k + 1] if a == k1 else move[k])
+        thr = max(li, half_sep[a]) - margin
+        if ui > thr:
+            ui = math.sqrt(_sq_dist(X[i], C[a]))
+            if ui > thr:
+                todo[m] = i
+                m += 1
+        u[i] = ui
+        l[i] = li
+    return m
+
+
+@_compiled
+def _keep_two(j, vals, m, m1, m2, i1):
+    """Running two smallest of ``vals[:m]`` over the centres seen so far (``j``: this centre; the
+    first index is kept on ties): a loop over the points, vectorised."""
+    for p in range(m):
+        v = vals[p]
+        a = m1[p]
+        i1[p] = j if v < a else i1[p]
+        m2[p] = min(m2[p], max(v, a))
+        m1[p] = min(a, v)
+
+
+@_compiled
+def _exact_two(x, C):
+    """The closest centre to ``x`` (first index on ties) and the two smallest squared distances,
+    each by subtraction."""
+    b = 0
+    d1 = math.inf
+    d2 = math.inf
+    for j in range(C.shape[0]):
+        v = _sq_dist(x, C[j])
+        if v < d1:
+            d2 = d1
+            d1 = v
+            b = j
+        elif v < d2:
+            d2 = v
+    return b, d1, d2
+
+
+@_compiled
+def _write(X, x_sq, w, C, tie, tie_c, todo, m, labels, u, l, bounds, m1, m2, i1, dsums, dweights, dmembers):
+    """Labels (and bounds) of the rows ``todo[:m]`` from their two smallest ``|c|^2 - 2 x.c``; a
+    row whose two are closer than the round-off of the expansion (``tie |x|^2 + tie_c``) is settled
+    by its exact distances (:func:`_exact_two`), so that the labels do not depend on how the GEMM
+    rounds. A row whose label changes moves from its old cluster's sums to the new one's
+    (``dsums``: the weighted rows, ``dweights``: the weights, ``dmembers``: how many rows of
+    non-zero weight). Returns how many labels changed."""
+    changed = 0
+    d = X.shape[1]
+    for p in range(m):
+        i = todo[p]
+        b = i1[p]
+        a = labels[i]
+        d1 = m1[p] + np.float64(x_sq[i])
+        d2 = m2[p] + np.float64(x_sq[i])
+        if d2 - d1 <= tie * x_sq[i] + tie_c:
+            b, d1, d2 = _exact_two(X[i], C)
+        if bounds:
+            u[i] = math.sqrt(max(d1, 0.0))
+            l[i] = math.sqrt(max(d2, 0.0))
+        if a == b:
+            continue
+        changed += 1
+        labels[i] = b
+        wi = w[i]
+        x = X[i]
+        new = dsums[b]
+        for t in range(d):
+            new[t] += wi * x[t]
+        dweights[b] += wi
+        dmembers[b] += wi != 0
+        if a >= 0:
+            old = dsums[a]
+            for t in range(d):
+                old[t] -= wi * x[t]
+            dweights[a] -= wi
+            dmembers[a] -= wi != 0
+    return changed
+
+
+@_compiled
+def _settle(X, x_sq, w, C, Ct2, c_sq, tie, tie_c, todo, n_todo, labels, u, l, bounds, XT, acc, m1, m2, i1, dsums,
+            dweights, dmembers):
+    """Closest centres of the rows ``todo[:n_todo]`` (:func:`_write`), in blocks of
+    ``XT.shape[1]`` rows: a block transposed into ``XT``, its values ``|c|^2 - 2 x.c`` for one
+    centre at a time in ``acc`` (a loop over the block's rows, vectorised). Returns how many
+    labels changed."""
+    d, k = Ct2.shape
+    block = XT.shape[1]
+    changed = 0
+    for s in range(0, n_todo, block):
+        m = min(block, n_todo - s)
+        for p in range(m):
+            i = todo[s + p]
+            for t in range(d):
+                XT[t, p] = X[i, t]
+            m1[p] = math.inf
+            m2[p] = math.inf
+            i1[p] = 0
+        for j in range(k):
+            c0 = c_sq[j]
+            for p in range(m):
+                acc[p] = c0
+            for t in range(d):
+                c = Ct2[t, j]
+                row = XT[t]
+                for p in range(m):
+                    acc[p] += row[p] * c
+            _keep_two(j, acc, m, m1, m2, i1)
+        changed += _write(X, x_sq, w, C, tie, tie_c, todo[s:], m, labels, u, l, bounds, m1, m2, i1, dsums, dweights,
+                          dmembers)
+    return changed
+
+
+@_compiled
+def _settle_columns(DT, X, x_sq, w, C, tie, tie_c, todo, labels, u, l, bounds, m1, m2, i1, dsums, dweights,
+                    dmembers):
+    """As :func:`_settle` for the rows ``todo[:DT.shape[1]]`` whose ``|c|^2 - 2 x.c`` are the
+    columns of ``DT`` (k, m), computed by a GEMM."""
+    k, m = DT.shape
+    for p in range(m):
+        m1[p] = math.inf
+        m2[p] = math.inf
+        i1[p] = 0
+    for j in range(k):
+        _keep_two(j, DT[j], m, m1, m2, i1)
+    return _write(X, x_sq, w, C, tie, tie_c, todo, m, labels, u, l, bounds, m1, m2, i1, dsums, dweights, dmembers)
+
+
+@_compiled
+def _own_sq(X, C, labels, lo, hi, out):
+    """``out[i] = |x_i - c_{labels_i}|^2`` (by subtraction) for the rows ``lo:hi``."""
+    for i in range(lo, hi):
+        out[i] = _sq_dist(X[i], C[labels[i]])
+
+
+@_compiled
+def _geometry(C, Ct2, c_sq, half_sep):
+    """For the centres ``C``: ``Ct2 = -2 C^T``, ``c_sq = |c|^2`` and half the distance from each
+    centre to its nearest other centre (``half_sep``)."""
+    k, d = C.shape
+    for j in range(k):
+        s = 0.0
+        for t in range(d):
+            Ct2[t, j] = -2.0 * C[j, t]
+            s += C[j, t] * C[j, t]
+        c_sq[j] = s
+        half_sep[j] = math.inf
+    for j in range(k):
+        for m in range(j + 1, k):
+            h = 0.5 * math.sqrt(_sq_dist(C[j], C[m]))
+            half_sep[j] = min(half_sep[j], h)
+            half_sep[m] = min(half_sep[m], h)
+
+
+@_compiled
+def _means(sums, weights, members, C, C_new, move):
+    """``C_new``: the means ``sums / weights`` (the old centre where no member has a weight);
+    ``move``: each centre's shift, the two largest and the index of the largest. Returns the
+    summed squared shift."""
+    k, d = C.shape
+    top = 0.0
+    second = 0.0
+    argtop = 0
+    total = 0.0
+    for j in range(k):
+        s = 0.0
+        for t in range(d):
+            c = sums[j, t] / weights[j] if members[j] > 0 else C[j, t]
+            C_new[j, t] = c
+            e = c - C[j, t]
+            s += e * e
+        total += s
+        dj = math.sqrt(s)
+        move[j] = dj
+        if dj > top:
+            second = top
+            top = dj
+            argtop = j
+        elif dj > second:
+            second = dj
+    move[k] = top
+    move[k + 1] = second
+    move[k + 2] = argtop
+    return total
+
+
+# -- the driver ------------------------------------------------------------------------------------
+class _State:
+    """Arrays of a run: the data, the centres and their geometry, the bounds, the clusters' sums
+    (kept from pass to pass), each chunk's changes to them and each thread's buffers.
+    :meth:`run_pass` is one assignment pass, :meth:`update` the centre update, :meth:`inertia` the
+    final distortion."""
+
+    def __init__(self, X, x_sq, w, C0, *, threads: int, rows: int, gemm_rows: int | None):
+        n, d = X.shape
+        k = C0.shape[0]
+        dt = X.dtype
+        self.X, self.x_sq, self.w = X, x_sq, w
+        self.C = np.ascontiguousarray(C0, dtype=dt)
+        self.Ct2 = np.empty((d, k), dtype=dt)
+        self.c_sq = np.empty(k, dtype=dt)
+        self.half_sep = np.empty(k)
+        self.move = np.zeros(k + 3)
+        self.labels = np.full(n, -1, dtype=np.int64)
+        self.u = np.zeros(n)
+        self.l = np.zeros(n)
+        self.todo = np.empty(n, dtype=np.int64)
+        self.sums = np.zeros((k, d))
+        self.weights = np.zeros(k)
+        self.members = np.zeros(k, dtype=np.int64)
+        self.chunks = [(lo, min(lo + rows, n)) for lo in range(0, n, rows)]
+        nc = len(self.chunks)
+        self.dsums = np.zeros((nc, k, d))
+        self.dweights = np.zeros((nc, k))
+        self.dmembers = np.zeros((nc, k), dtype=np.int64)
+        self.dirty = np.zeros(nc, dtype=bool)  # chunks whose changes are not zero
+        self.gemm_rows = gemm_rows  # rows per GEMM block (None: distances in the compiled loop)
+        block = max(16, min(256, _BLOCK_BYTES // (d * dt.itemsize))) if gemm_rows is None else gemm_rows
+        self.XT = [np.zeros((d, block), dtype=dt) for _ in range(threads)] if gemm_rows is None else None
+        self.acc = [np.empty(block, dtype=dt) for _ in range(threads)]
+        self.m1 = [np.empty(block, dtype=dt) for _ in range(threads)]
+        self.m2 = [np.empty(block, dtype=dt) for _ in range(threads)]
+        self.i1 = [np.empty(block, dtype=np.int64) for _ in range(threads)]
+        self.threads = threads
+        self.pool = _pool(threads)
+        self.margin_sq = 64 * float(np.finfo(dt).eps)
+        self.data_sq = float(x_sq.max()) if n else 0.0
+        self.computed = 0  # points whose k distances were computed
+
+    def _drain(self, job, items) -> list:
+        """``job(item, thread)`` for every item, claimed in turn by the calling thread and the
+        pool's; the results in the order of the items."""
+        if self.pool is None or len(items) == 1:
+            return [job(item, 0) for item in items]
+        claim = itertools.count()
+
+        def worker(t):
+            done = []
+            while (c := next(claim)) < len(items):  # itertools.count: atomic under the GIL
+                done.append((c, job(items[c], t)))
+            return done
+
+        futures = [self.pool.submit(worker, t) for t in range(1, min(self.threads, len(items)))]
+        done = worker(0)
+        for f in futures:
+            done += f.result()
+        return [r for _, r in sorted(done, key=lambda cr: cr[0])]
+
+    def run_pass(self, first: bool, bounds: bool) -> int:
+        """Labels and bounds of every row for the current centres, the clusters' sums updated;
+        returns how many labels changed."""
+        _kernel("_geometry")(self.C, self.Ct2, self.c_sq, self.half_sep)
+        tie_c = self.margin_sq * float(self.c_sq.max())  # the expansion's round-off: margin_sq (|x|^2 + max |c|^2)
+        margin = math.sqrt(self.margin_sq * self.data_sq + tie_c)
+        check, settle = _kernel("_check"), _kernel("_settle")
+        every = first or not bounds  # every row is recomputed: GEMM blocks are slices of X
+
+        def job(c, t):
+            lo, hi = self.chunks[c]
+            if self.dirty[c]:
+                self.dsums[c].fill(0.0)
+                self.dweights[c].fill(0.0)
+                self.dmembers[c].fill(0)
+            todo = self.todo[lo:hi]
+            m = check(self.X, self.C, self.move, self.half_sep, margin, self.labels, self.u, self.l, lo, hi, first,
+                      bounds, todo)
+            if self.gemm_rows is not None:
+                dense = every or 2 * m > hi - lo  # then the GEMM takes the whole chunk (a slice, no gather)
+                if dense and m < hi - lo:
+                    todo[:] = np.arange(lo, hi)
+                    m = hi - lo
+                changed = self._settle_gemm(todo[:m], c, t, bounds, dense, tie_c)
+            else:
+                changed = settle(self.X, self.x_sq, self.w, self.C, self.Ct2, self.c_sq, self.margin_sq, tie_c, todo,
+                                 m, self.labels, self.u, self.l, bounds, self.XT[t], self.acc[t], self.m1[t],
+                                 self.m2[t], self.i1[t], self.dsums[c], self.dweights[c], self.dmembers[c])
+            self.dirty[c] = changed > 0
+            return m, changed
+
+        out = self._drain(job, list(range(len(self.chunks))))
+        self.computed += sum(m for m, _ in out)
+        for c in np.flatnonzero(self.dirty):  # in chunk order: the same sums for every thread count
+            self.sums += self.dsums[c]
+            self.weights += self.dweights[c]
+            self.members += self.dmembers[c]
+        return sum(changed for _, changed in out)
+
+    def _settle_gemm(self, todo, c: int, t: int, bounds: bool, every: bool, tie_c: float) -> int:
+        """Closest centres of the rows ``todo`` of chunk ``c`` (``every``: all its rows, in order),
+        ``|c|^2 - 2 C x`` by one GEMM per block of rows (on thread ``t`` alone)."""
+        if not todo.size:
+            return 0
+        Xt, C = torch.from_numpy(self.X), torch.from_numpy(self.C)
+        c_sq = torch.from_numpy(self.c_sq)[:, None]
+        idx = torch.from_numpy(todo)
+        settle = _kernel("_settle_columns")
+        changed, first_row, step = 0, int(todo[0]), self.gemm_rows
+        for s in range(0, todo.size, step):
+            e = min(s + step, todo.size)
+            Xb = Xt[first_row + s:first_row + e] if every else Xt.index_select(0, idx[s:e])
+            DT = torch.addmm(c_sq, C, Xb.T, alpha=-2.0)
+            changed += settle(DT.numpy(), self.X, self.x_sq, self.w, self.C, self.margin_sq, tie_c, todo[s:e],
+                              self.labels, self.u, self.l, bounds, self.m1[t], self.m2[t], self.i1[t], self.dsums[c],
+                              self.dweights[c], self.dmembers[c])
+        return changed
+
+    def own_sq(self) -> np.ndarray:
+        """``|x_i - c_{labels_i}|^2`` of every row (by subtraction)."""
+        out = np.empty(self.X.shape[0])
+        own = _kernel("_own_sq")
+        self._drain(lambda c, t: own(self.X, self.C, self.labels, *self.chunks[c], out), list(range(len(self.chunks))))
+        return out
+
+    def inertia(self) -> float:
+        return float(self.w @ self.own_sq())
+
+    def update(self) -> float:
+        """The new centres: the clusters' means, an empty cluster re-seeded as
+        :func:`mercer.kmeans.lloyd` does (with one of the points farthest from their centre, which
+        leaves its cluster for this update; the kept sums follow the labels). The shifts go to
+        ``move`` for the next pass's bounds. Returns the summed squared shift."""
+        sums, weights, members = self.sums, self.weights, self.members
+        empty = np.flatnonzero(members == 0)
+        if empty.size:
+            sums, weights, members = sums.copy(), weights.copy(), members.copy()
+            far = torch.topk(torch.from_numpy(self.own_sq()), empty.size).indices.numpy()
+            for e, f in zip(empty.tolist(), far.tolist()):
+                wf, a = self.w[f], self.labels[f]
+                sums[a] -= self.X[f] * wf
+                weights[a] -= wf
+                members[a] -= wf != 0
+                sums[e] = self.X[f] * wf
+                weights[e] = wf
+                members[e] = wf != 0
+        C_new = np.empty_like(self.C)
+        shift = _kernel("_means")(sums, weights, members, self.C, C_new, self.move)
+        self.C = C_new
+        return shift
+
+
+def lloyd_fused(X: torch.Tensor, x_sq: torch.Tensor, centers: torch.Tensor, *, rows: int, sample_weight=None,
+                max_iter: int = 300, tol: float = 0.0, bounds: bool | None = None, threads: int | None = None,
+                gemm: bool | None = None):
+    """:func:`mercer.kmeans.lloyd` on CPU tensors (float32 or float64), one compiled pass per
+    iteration (see the module docstring).
+
+    Same stopping rules (labels unchanged, summed squared shift at most ``tol``, ``max_iter``) and
+    the same labels; ``bounds`` switches Hamerly's bounds on (they prove most labels unchanged
+    without computing distances once the centres settle; by default from
+    :data:`LOOP_MIN_CLUSTERS_FOR_BOUNDS` or :data:`~mercer.kmeans.MIN_CLUSTERS_FOR_BOUNDS`
+    clusters). ``gemm``: whether the distances are computed by GEMM blocks of at most ``rows``
+    rows (:func:`~mercer.kmeans.block_rows`) or in the compiled loop (default: :func:`uses_gemm`).
+    ``threads`` defaults to :func:`fused_threads`; the result does not depend on it.
+
+    Returns ``(centers, labels, inertia, n_iter, converged_labels)`` as in
+    :class:`~mercer.kmeans.KMeansResult`.
+    """
+    n, d = X.shape
+    k = centers.shape[0]
+    gemm = uses_gemm(k, d) if gemm is None else gemm
+    if bounds is None:
+        bounds = k >= (MIN_CLUSTERS_FOR_BOUNDS if gemm else LOOP_MIN_CLUSTERS_FOR_BOUNDS)
+    bounds = bool(bounds and k > 1)
+    threads = fused_threads(n, k, d, gemm) if threads is None else max(1, int(threads))
+    Xn = X.detach().contiguous().numpy()
+    w = np.ones(n) if sample_weight is None else sample_weight.detach().to(torch.float64).contiguous().numpy()
+    st = _State(Xn, x_sq.detach().contiguous().numpy(), w, centers.detach().contiguous().numpy(), threads=threads,
+                rows=chunk_rows(n, k, d, gemm), gemm_rows=max(1, min(int(rows), _GEMM_ROWS)) if gemm else None)
+    strict, it = False, 0
+    bar = task("Lloyd (k-means)", total=max_iter, unit="it")
+    with num_threads(1):  # every thread's GEMMs on itself alone (the pool's threads: see _set_one_thread)
+        for it in range(1, max_iter + 1):
+            changed = st.run_pass(first=it == 1, bounds=bounds)
+            shift = st.update()
+            bar.update(it, shift=shift)
+            if it > 1 and changed == 0:
+                strict = True
+                break
+            if shift <= tol:
+                break
+        bar.close()
+        if not strict:  # labels for the final centres (after strict convergence they are theirs already)
+            st.run_pass(first=False, bounds=bounds)
+        inertia = st.inertia()
+    log.debug("fused Lloyd: %d iterations on %d threads, %.3g of the n k distances computed", it, threads,
+              st.computed / max(n * it, 1))
+    return torch.from_numpy(st.C), torch.from_numpy(st.labels), inertia, it, strict
