@@ -123,7 +123,9 @@ def test_nystroem_intercept_float32_cg_converges_with_a_tiny_alpha():
     ref = NystroemKernelRidge(dtype="float64", **kw).fit(X, y)
     assert m32.residual_[0] <= m32.tol and m32.n_iter_[0] < 2 * ref.n_iter_[0]
     rmse = {k: np.sqrt(np.mean((m.predict(Xt) - f(Xt)) ** 2)) for k, m in (("32", m32), ("64", ref))}
-    assert rmse["64"] < 0.06 and rmse["32"] < 2 * rmse["64"]
+    # float32 at lambda = 1e-8: the summation order (thread count) moves the float32 RMSE between
+    # 0.049 and 0.079 (measured: 2 threads / 1 thread); the breakdown this guards against gave 0.31
+    assert rmse["64"] < 0.06 and rmse["32"] < 3 * rmse["64"]
 
 
 def test_nystroem_centred_operator_products_equal_dense_centred_matrix():

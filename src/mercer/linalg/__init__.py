@@ -4,9 +4,12 @@ from ._blocking import (MAX_TILE_BYTES, BlockPlan, MemoryBudgetError, available_
                         format_bytes, observe_blocks, plan_blocks, plan_rows, row_blocks)
 from ._cg import CGResult, CGState, conjugate_gradient
 from ._engines import distributed_engine, register_engine
-from ._eig import DENSE_SERIAL_MAX_N, ConvergenceWarning, EigResult, top_eigenpairs
-from ._factor import CholeskyFactor, NumericalWarning, jittered_cholesky
+from ._eig import DENSE_SERIAL_MAX_N, ConvergenceWarning, EigResult, auto_method, nystrom_start, top_eigenpairs
+from ._factor import CholeskyFactor, NumericalWarning, blocked_cholesky, jittered_cholesky
+from ._mixed import (MixedSolveInfo, fill_lower_gram, fill_mixed_gram, gram_tile_plan, mixed_precision_solve,
+                     symmetric_matvec)
 from ._operator import KernelOperator
+from ._sym_gram import SymmetricGram
 from ._preconditioner import FalkonPreconditioner, falkon_solve_bytes, lower_gram
 from ._source_blocks import source_rows, tensor_blocks
 from ._stream import STREAMED_METHODS, StreamedMethodsMixin, map_rows, source_to_memory
@@ -23,18 +26,27 @@ __all__ = [
     "FalkonPreconditioner",
     "KernelOperator",
     "MemoryBudgetError",
+    "MixedSolveInfo",
     "NumericalWarning",
     "STREAMED_METHODS",
     "StreamedMethodsMixin",
+    "SymmetricGram",
+    "auto_method",
     "available_memory",
+    "blocked_cholesky",
     "conjugate_gradient",
     "default_memory_budget",
     "distributed_engine",
     "falkon_solve_bytes",
+    "fill_lower_gram",
+    "fill_mixed_gram",
     "format_bytes",
+    "gram_tile_plan",
     "jittered_cholesky",
     "lower_gram",
     "map_rows",
+    "mixed_precision_solve",
+    "nystrom_start",
     "observe_blocks",
     "plan_blocks",
     "plan_rows",
@@ -42,6 +54,7 @@ __all__ = [
     "row_blocks",
     "source_rows",
     "source_to_memory",
+    "symmetric_matvec",
     "tensor_blocks",
     "top_eigenpairs",
 ]

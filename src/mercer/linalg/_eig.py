@@ -12,7 +12,7 @@ computed from products the solver already has (``"power"``: one block product at
 reported in every result.
 
 No gradient flows through the result (the solvers run under ``torch.no_grad``). Memory beyond
-``A``: ``"lanczos"`` keeps ``2 * max(6 b, 3 k + 3 b, 40)`` vectors of length ``n`` (the basis and
+``A``: ``"lanczos"`` keeps ``2 * max(8 b, 3 k + 3 b, 40)`` vectors of length ``n`` (the basis and
 its products, ``b = block_size``), ``"randomized"`` about ``4 b``.
 """
 
@@ -30,7 +30,7 @@ from .._backend import num_threads as _num_threads
 from .._backend import resolve_device, resolve_dtype
 from .._validation import Interval, Options, check_param, describe
 
-__all__ = ["EigResult", "top_eigenpairs", "ConvergenceWarning"]
+__all__ = ["EigResult", "auto_method", "top_eigenpairs", "nystrom_start", "ConvergenceWarning"]
 
 METHODS = ("auto", "dense", "power", "lanczos", "randomized")
 _OWNER = "top_eigenpairs"
@@ -116,13 +116,20 @@ class _Operator:
         Z = torch.randn(self.n, t, generator=generator, dtype=self.dtype, device=generator.device)
         return Z.to(self.device)
 
+    def initial(self, t: int, start: torch.Tensor | None, generator: torch.Generator) -> torch.Tensor:
+        """A starting block of ``t`` columns: the first columns of ``start``, then random ones."""
+        if start is None or start.shape[1] == 0:
+            return self.random(t, generator)
+        S = start[:, :t].to(device=self.device, dtype=self.dtype)
+        return S if S.shape[1] == t else torch.cat([S, self.random(t - S.shape[1], generator)], dim=1)
+
 
 # -- public entry point ------------------------------------------------------------------------
 
 def top_eigenpairs(A, n_components: int, *, method: str = "auto", tol: float | None = None,
                    max_iter: int | None = None, generator: torch.Generator | None = None,
                    n_oversamples: int = 10, block_size: int | None = None, n: int | None = None,
-                   dtype=None, device=None) -> EigResult:
+                   dtype=None, device=None, start: torch.Tensor | None = None) -> EigResult:
     """The ``n_components`` largest eigenvalues of a symmetric ``A`` and their eigenvectors.
 
     Parameters
@@ -169,6 +176,12 @@ def top_eigenpairs(A, n_components: int, *, method: str = "auto", tol: float | N
     n, dtype, device
         Size, dtype (float32 or float64) and device of a callable ``A``; for a tensor they
         default to (and must agree with) the tensor's.
+    start : tensor of shape (n, t), optional
+        Starting directions, e.g. approximate eigenvectors from :func:`nystrom_start`: the first
+        block of ``"lanczos"`` and ``"randomized"`` is made of its first columns (random ones
+        complete it when ``t < block_size``); ``"power"`` starts pair ``j`` from column ``j``
+        when there is one. Ignored by ``"dense"``. A good start saves products with ``A``; the
+        result is the same to the tolerance either way.
 
     Returns
     -------
@@ -176,14 +189,17 @@ def top_eigenpairs(A, n_components: int, *, method: str = "auto", tol: float | N
         No gradient flows through it; see the module docstring for the memory each method keeps.
     """
     with torch.no_grad():
-        return _solve(A, n_components, method, tol, max_iter, generator, n_oversamples, block_size, n, dtype, device)
+        return _solve(A, n_components, method, tol, max_iter, generator, n_oversamples, block_size, n, dtype, device,
+                      start)
 
 
-def _solve(A, n_components, method, tol, max_iter, generator, n_oversamples, block_size, n, dtype, device) -> EigResult:
+def _solve(A, n_components, method, tol, max_iter, generator, n_oversamples, block_size, n, dtype, device,
+           start) -> EigResult:
     op = _as_operator(A, n, dtype, device)
     k = _check_params(op.n, n_components, method, tol, max_iter, generator, n_oversamples, block_size)
+    _check_start(start, op.n)
     if method == "auto":
-        method = "dense" if op.dense is not None and (op.n <= AUTO_DENSE_MAX_N or 4 * k > op.n) else "lanczos"
+        method = auto_method(op.n, k, op.dense is not None)
     if method == "dense" and op.dense is None:
         raise ValueError("top_eigenpairs: method='dense' needs A as a tensor; got a callable. "
                          "Use method='lanczos' or 'randomized' for an operator.")
@@ -198,10 +214,10 @@ def _solve(A, n_components, method, tol, max_iter, generator, n_oversamples, blo
         max_iter = max(300, 3000 // block) if method == "lanczos" else DEFAULT_MAX_ITER[method]
     with _num_threads(1 if op.device.type == "cpu" else None):
         if method == "power":
-            values, vectors, res, ok = _power(op, k, tol, max_iter, generator)
+            values, vectors, res, ok = _power(op, k, tol, max_iter, generator, start)
         else:
             solver = _lanczos if method == "lanczos" else _randomized
-            values, vectors, res, ok = solver(op, k, block, tol, max_iter, generator)
+            values, vectors, res, ok = solver(op, k, block, tol, max_iter, generator, start)
         if method != "lanczos" and float(values.min()) < -tol * _scale(values):
             warnings.warn(
                 f"top_eigenpairs(method={method!r}): A has a negative eigenvalue "
@@ -233,6 +249,17 @@ def _as_operator(A, n, dtype, device) -> _Operator:
                          "device=). Got None instead.")
     check_param(_OWNER, "n", n, [Interval(Integral, 0, None, closed="left")])
     return _Operator(A, int(n), resolve_dtype(dtype if dtype is not None else torch.float64), resolve_device(device))
+
+
+def _check_start(start, n: int) -> None:
+    if start is None:
+        return
+    if not isinstance(start, torch.Tensor) or start.ndim != 2 or start.shape[0] != n:
+        raise ValueError(f"The 'start' parameter of {_OWNER} must be None or a tensor of shape ({n}, t) (n rows, "
+                         f"like A). Got {describe(start)} instead.")
+    if not bool(torch.isfinite(start).all()):
+        raise ValueError(f"The 'start' parameter of {_OWNER} must be finite. Got a tensor with NaN or infinity "
+                         "instead.")
 
 
 def _normalise(name, value):
@@ -356,7 +383,7 @@ def _dense_eigh(A: torch.Tensor, k: int):
     return w, V, residuals
 
 
-def _power(op: _Operator, k: int, tol: float, max_iter: int, gen: torch.Generator):
+def _power(op: _Operator, k: int, tol: float, max_iter: int, gen: torch.Generator, start=None):
     """Power iteration with deflation: pair ``j`` is the dominant pair of ``A - sum_{i<j} lambda_i v_i v_i^T``.
 
     The iterate is also kept orthogonal to the pairs found, so its residual is measured after
@@ -370,7 +397,8 @@ def _power(op: _Operator, k: int, tol: float, max_iter: int, gen: torch.Generato
     all_ok, scale = True, None
     for j in range(k):
         Vj, lj = V[:, :j], values[:j]
-        v = _orthonormalize(op.random(1, gen), Vj, op, gen)
+        first = start[:, j:j + 1] if start is not None and j < start.shape[1] else None
+        v = _orthonormalize(op.initial(1, first, gen), Vj, op, gen)
         lam_old, ok = None, False
         for _ in range(max_iter):
             w = op(v) - Vj @ (lj[:, None] * (Vj.mT @ v))  # (A - sum_i lambda_i v_i v_i^T) v
@@ -390,9 +418,10 @@ def _power(op: _Operator, k: int, tol: float, max_iter: int, gen: torch.Generato
     return values, V, residuals, all_ok
 
 
-def _randomized(op: _Operator, k: int, block: int, tol: float, max_iter: int, gen: torch.Generator):
+def _randomized(op: _Operator, k: int, block: int, tol: float, max_iter: int, gen: torch.Generator, start=None):
     """Subspace iteration ``Q <- qr(A Q)`` on ``block`` columns, Rayleigh-Ritz every iteration."""
-    Q, _ = torch.linalg.qr(op.random(block, gen))
+    none = torch.zeros(op.n, 0, dtype=op.dtype, device=op.device)
+    Q = _orthonormalize(op.initial(block, start, gen), none, op, gen)
     old = None
     for _ in range(max_iter):
         Y = op(Q)
@@ -408,7 +437,7 @@ def _randomized(op: _Operator, k: int, block: int, tol: float, max_iter: int, ge
     return theta[:k], U[:, :k], res, False
 
 
-def _lanczos(op: _Operator, k: int, block: int, tol: float, max_iter: int, gen: torch.Generator,
+def _lanczos(op: _Operator, k: int, block: int, tol: float, max_iter: int, gen: torch.Generator, start=None,
              max_basis: int | None = None):
     """Block Lanczos with full re-orthogonalisation, Rayleigh-Ritz and thick restarts.
 
@@ -419,28 +448,86 @@ def _lanczos(op: _Operator, k: int, block: int, tol: float, max_iter: int, gen: 
     """
     n = op.n
     if max_basis is None:
-        max_basis = max(6 * block, 3 * k + 3 * block, 40)
+        max_basis = max(8 * block, 3 * k + 3 * block, 40)
     max_basis = min(n, max_basis)
     keep = max(k, max_basis - 2 * block)
     max_iter = max(max_iter, -(-k // block))  # at least k vectors, even when not converged
-    Q = torch.zeros(n, 0, dtype=op.dtype, device=op.device)
-    AQ, H = Q, torch.zeros(0, 0, dtype=op.dtype, device=op.device)
-    V = _orthonormalize(op.random(block, gen), Q, op, gen)
+    # The basis and its products fill preallocated buffers (no copy of the basis per step).
+    Qb = torch.empty(n, max_basis, dtype=op.dtype, device=op.device)
+    AQb = torch.empty_like(Qb)
+    c, H = 0, torch.zeros(0, 0, dtype=op.dtype, device=op.device)
+    V = _orthonormalize(op.initial(block, start, gen), Qb[:, :0], op, gen)
     for _ in range(max_iter):
         AV = op(V)
-        c = Q.shape[1]
-        Q, AQ = torch.cat([Q, V], dim=1), torch.cat([AQ, AV], dim=1)
+        t = V.shape[1]
+        Qb[:, c:c + t], AQb[:, c:c + t] = V, AV
+        Q, AQ = Qb[:, :c + t], AQb[:, :c + t]
         C = Q.mT @ AV  # new block column of Q^T A Q
         H = torch.cat([torch.cat([H, C[:c].mT], dim=0), C], dim=1)
-        theta, S = _eigh_desc(H, H.shape[0])
+        c += t
+        theta, S = _eigh_desc(H, c)
         U, AU = Q @ S[:, :k], AQ @ S[:, :k]
         res = (AU - U * theta[:k]).norm(dim=0)
-        if Q.shape[1] >= k and float(res.max()) <= tol * _scale(theta[:k]):
+        if c >= k and float(res.max()) <= tol * _scale(theta[:k]):
             return theta[:k], U, res, True
-        if Q.shape[1] >= n:  # the whole space: the Ritz pairs are exact up to round-off
+        if c >= n:  # the whole space: the Ritz pairs are exact up to round-off
             break
-        V = _orthonormalize(AV[:, : min(block, n - Q.shape[1])], Q, op, gen)
-        if Q.shape[1] + V.shape[1] > max_basis:  # thick restart on the best Ritz vectors
+        V = _orthonormalize(AV[:, : min(block, n - c)], Q, op, gen)
+        if c + V.shape[1] > max_basis:  # thick restart on the best Ritz vectors
             S = S[:, :keep]
-            Q, AQ, H = Q @ S, AQ @ S, torch.diag(theta[:keep])
+            Qb[:, :keep], AQb[:, :keep] = Q @ S, AQ @ S
+            c, H = keep, torch.diag(theta[:keep])
     return theta[:k], U, res, False
+
+
+# -- starting blocks -------------------------------------------------------------------------------
+
+def auto_method(n: int, k: int, dense: bool = True) -> str:
+    """What ``method="auto"`` runs for ``k`` eigenpairs of an ``n x n`` matrix (``dense``: the
+    matrix is at hand as a tensor): ``"dense"`` up to :data:`AUTO_DENSE_MAX_N` or for more than a
+    quarter of the spectrum, else ``"lanczos"``."""
+    return "dense" if dense and (n <= AUTO_DENSE_MAX_N or 4 * k > n) else "lanczos"
+
+
+def nystrom_start(C: torch.Tensor, index: torch.Tensor, t: int, *, rcond: float | None = None) -> torch.Tensor:
+    """Approximate top eigenvectors of a symmetric positive semi-definite ``A`` from ``m`` of its
+    columns, as a starting block for :func:`top_eigenpairs` (``start=``).
+
+    The Nyström approximation ``A ~ C W^+ C^T`` (``C = A[:, index]``, ``W = A[index][:, index]``)
+    is decomposed at ``O(n m^2)`` cost: ``W = U diag(w) U^T`` without the eigenvalues below
+    ``rcond * max(w)``, ``B = C U diag(w)^{-1/2}`` (so that ``C W^+ C^T = B B^T``), and the top
+    eigenvectors of ``B B^T`` are ``B P`` with ``P`` those of the small ``B^T B``. When ``A``'s
+    spectrum decays fast, a few hundred columns give its top eigenvectors to many digits, and
+    block Lanczos from them needs few products with ``A``.
+
+    Parameters
+    ----------
+    C : tensor of shape (n, m)
+        Columns ``index`` of ``A``.
+    index : tensor of shape (m,)
+        The rows of ``C`` that form ``W = C[index]``.
+    t : int
+        Columns to return (at most the numerical rank of ``W``).
+    rcond : float, optional
+        Relative cut-off on ``W``'s eigenvalues; default ``1e-8`` (float64) or ``1e-4`` (float32).
+
+    Returns
+    -------
+    tensor of shape (n, t') with ``t' <= t``
+        Columns in descending order of the approximate eigenvalues, not normalised (the solver
+        orthonormalises its start); ``t' = 0`` when ``W`` has no positive eigenvalue.
+    """
+    with torch.no_grad():
+        if rcond is None:
+            rcond = 1e-4 if C.dtype == torch.float32 else 1e-8
+        W = C[index].to(torch.float64)
+        w, U = torch.linalg.eigh((W + W.mT) * 0.5)
+        top = float(w.max()) if w.numel() else 0.0
+        if not top > 0:
+            return C[:, :0]
+        keep = w > rcond * top
+        U = (U[:, keep] * w[keep].rsqrt()).to(C.dtype)
+        B = C @ U
+        s, P = torch.linalg.eigh((B.mT @ B).to(torch.float64))
+        P = P.flip(1)[:, :min(t, P.shape[1])].to(C.dtype)
+        return B @ P

@@ -13,13 +13,20 @@ import numpy as np
 import torch
 
 from .._progress import task
-from ._blocking import _OBSERVER, LAPACK_WORKER_MIN_N
+from ._blocking import _OBSERVER, LAPACK_WORKER_MIN_N, row_blocks
 
-__all__ = ["CholeskyFactor", "jittered_cholesky", "NumericalWarning"]
+__all__ = ["CholeskyFactor", "blocked_cholesky", "jittered_cholesky", "NumericalWarning"]
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+
+#: Columns per step of :func:`blocked_cholesky`: its GEMMs are (n - k) x k x CHOLESKY_BLOCK; 256
+#: to 768 ran within 3 % of each other at n = 5,000-10,000 (float32, one thread).
+CHOLESKY_BLOCK = 384
+#: Rows from which ``jittered_cholesky(..., blocked=True)`` factors by :func:`blocked_cholesky`
+#: (one core, here: n = 2,000 float64 0.045 s vs potrf's 0.050 s, n = 1,000 0.008 vs 0.006 s).
+BLOCKED_MIN_N = 2000
 
 #: Seconds between two checks for Ctrl-C (and observer calls) while a worker thread runs LAPACK.
 _POLL_S = 0.1
@@ -104,8 +111,11 @@ def _interruptible(call: Callable[[], T], A: torch.Tensor, desc: str) -> T:
     return outcome["value"]
 
 
-def _try_factor(A: torch.Tensor) -> bool:
+def _try_factor(A: torch.Tensor, blocked: bool = False) -> bool:
     """Factor ``A`` in place (lower triangle read, lower factor written). True on success.
+
+    ``blocked`` (CPU, from :data:`BLOCKED_MIN_N` rows): by :func:`blocked_cholesky`, which leaves
+    the strict upper triangle (outside the diagonal blocks) as it was instead of zeroing it.
 
     torch's own LAPACK (MKL on CPU, cuSOLVER on CUDA) -- the same thread pool as the kernel
     computation: SciPy's OpenBLAS threads fight torch's OpenMP threads for the cores (measured
@@ -115,6 +125,8 @@ def _try_factor(A: torch.Tensor) -> bool:
     Large CPU matrices are factored in a worker thread so that Ctrl-C is not held for the whole
     call (:func:`_interruptible`).
     """
+    if blocked and A.device.type == "cpu" and A.shape[0] >= BLOCKED_MIN_N:
+        return blocked_cholesky(A) == 0
     info = torch.empty((), dtype=torch.int32, device=A.device)
     U = A.mT
 
@@ -125,14 +137,60 @@ def _try_factor(A: torch.Tensor) -> bool:
     return int(info) == 0
 
 
-def jittered_cholesky(A: torch.Tensor, *, rebuild=None, max_tries: int = 6, owner: str = "mercer") -> CholeskyFactor:
+def blocked_cholesky(A: torch.Tensor, *, block: int = CHOLESKY_BLOCK) -> int:
+    """Factor the symmetric positive definite ``A`` in place, left-looking by column blocks:
+    ``A``'s lower triangle (the only part read) becomes ``L`` with ``L L^T = A``.
+
+    Step ``k`` updates the column block ``A[k:, k:e] -= L[k:, :k] L[k:e, :k]^T`` (one GEMM of
+    ``(n - k) x k x block``: all the flops but a ``block / n`` fraction), factors the diagonal block
+    and solves the panel below it. The GEMMs run at the BLAS's GEMM speed, where LAPACK's ``potrf``
+    (MKL) spends more time in its smaller kernels: n = 10,000 in float32 on one core took 2.7 s
+    here, against 3.5 s for ``potrf``. The loop runs over :func:`~mercer.linalg.row_blocks`, so an
+    observer (Ctrl-C, progress) is heard after every block. The upper triangle of the diagonal
+    blocks is overwritten (with zeros or garbage); the rest of the upper triangle is left alone.
+
+    Parameters
+    ----------
+    A : tensor of shape (n, n)
+        Row-major (C-contiguous rows), float32 or float64; overwritten.
+    block : int
+        Columns per step.
+
+    Returns
+    -------
+    info : int
+        0 on success; else ``j + 1`` where column ``j`` showed ``A`` not numerically positive
+        definite (LAPACK's convention); ``A`` is then partly overwritten.
+    """
+    if A.ndim != 2 or A.shape[0] != A.shape[1] or A.stride(1) != 1:
+        raise ValueError(f"The 'A' parameter of blocked_cholesky must be a square matrix with contiguous rows. "
+                         f"Got a tensor of shape {tuple(A.shape)} and strides {A.stride()} instead.")
+    n = A.shape[0]
+    for r in row_blocks(n, block, desc="Cholesky factorisation"):
+        k, e = r.start, r.stop
+        if k:
+            A[k:, k:e].addmm_(A[k:, :k], A[k:e, :k].mT, alpha=-1.0)
+        Lkk, info = torch.linalg.cholesky_ex(A[k:e, k:e])
+        if int(info):
+            return k + int(info)
+        A[k:e, k:e] = Lkk
+        if e < n:  # L[e:, k:e] = A[e:, k:e] Lkk^{-T}, solved from the left on the column-major view of the panel
+            # (torch's right-side solve copied the panel first: 3x slower)
+            A[e:, k:e] = torch.linalg.solve_triangular(Lkk, A[e:, k:e].mT, upper=False).mT
+    return 0
+
+
+def jittered_cholesky(A: torch.Tensor, *, rebuild=None, max_tries: int = 6, owner: str = "mercer",
+                      blocked: bool = False) -> CholeskyFactor:
     """Cholesky factor of the symmetric matrix ``A`` (only its lower triangle is read), in place.
 
     When ``A`` is numerically not positive definite, ``jitter * I`` is added, starting at
     ``1e-10 * mean(diag(A))`` (``1e-6`` in float32) and growing tenfold per try, and a
     :class:`NumericalWarning` says how much was added. ``A`` is overwritten by the factor, so a
     retry needs a fresh copy: ``rebuild()`` must return one (without it, a copy of ``A`` is kept
-    up front, which doubles memory).
+    up front, which doubles memory). ``blocked=True`` factors a CPU matrix (with contiguous rows) of
+    :data:`BLOCKED_MIN_N` rows or more by :func:`blocked_cholesky` -- faster than LAPACK's ``potrf``
+    there -- and leaves the factor's strict upper triangle unzeroed (read only the lower one).
     """
     if A.ndim != 2 or A.shape[0] != A.shape[1]:
         raise ValueError(f"The 'A' parameter of jittered_cholesky must be a square matrix. Got a tensor of shape "
@@ -151,7 +209,7 @@ def jittered_cholesky(A: torch.Tensor, *, rebuild=None, max_tries: int = 6, owne
             A = rebuild() if rebuild is not None else backup.clone()
             jitter = start * scale * 10 ** (attempt - 1)
             A.diagonal().add_(jitter)
-        if _try_factor(A):
+        if _try_factor(A, blocked):
             if jitter:
                 warnings.warn(
                     f"{owner}: the matrix was not numerically positive definite; added jitter "

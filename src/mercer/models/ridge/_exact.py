@@ -11,6 +11,7 @@ polynomial and their sums), by the equivalent primal solve
 from __future__ import annotations
 
 import logging
+import math
 import time
 from numbers import Real
 
@@ -23,7 +24,8 @@ from sklearn.utils.validation import check_is_fitted
 from ..._backend import as_output
 from ..._validation import Interval, Options, check_params, describe
 from ...approx import check_finite, explicit_feature_map
-from ...linalg import KernelOperator, MemoryBudgetError, format_bytes, jittered_cholesky, plan_rows, row_blocks
+from ...linalg import (KernelOperator, MemoryBudgetError, fill_lower_gram, fill_mixed_gram, format_bytes, gram_tile_plan,
+                       jittered_cholesky, mixed_precision_solve, plan_rows, row_blocks)
 from .._base import (COMPUTE_CONSTRAINTS, KERNEL_CONSTRAINTS, KernelEstimatorMixin, check_class_labels,
                      labels_from_scores)
 
@@ -37,6 +39,14 @@ _APPROX_HINT = (
     "memory_budget (per estimator, or globally with mercer.config_context(memory_budget=...))."
 )
 
+
+#: Rows from which a float64 dual solve factors in float32 and refines in float64 (the float32
+#: factorisation saves ~40 % of the float64 one; the refinement's few passes over the matrix cost
+#: relatively more on small problems).
+_MIXED_MIN_N = 2000
+#: Smallest ``alpha``, relative to the Gram's largest diagonal entry, for which the float32 factor is
+#: tried: at 1e-5 (n = 5,000, RBF) it took 16 refinement iterations, at 1e-6 it was not positive definite.
+_MIXED_MIN_ALPHA = 1e-5
 
 #: mercer's compute parameters, ``dtype`` also as a torch or numpy dtype, as ``resolve_dtype`` takes it
 #: (KernelRidgeCV and MKL pass their resolved torch dtype to the KernelRidge they fit).
@@ -169,6 +179,7 @@ class _KernelRidgeBase(KernelEstimatorMixin, BaseEstimator):
         if self.solver == "primal" and phi is None:
             raise ValueError(f"{owner}: solver='primal' needs a kernel with a finite explicit feature map (linear, polynomial); got {self.kernel_!r}.")
         t0 = time.perf_counter()
+        self.n_refine_iter_ = 0
         if use_primal:
             self.coef_, intercept = self._solve_primal(phi, Xt, Yt, alphas, sw)
             self._phi = phi
@@ -188,15 +199,18 @@ class _KernelRidgeBase(KernelEstimatorMixin, BaseEstimator):
         """Dual coefficients, and the intercept when asked: with ``A = K + alpha W^{-1}``, ``u = A^{-1} y``
         and ``v = A^{-1} 1``, the unpenalised intercept is ``b = 1^T u / 1^T v`` and ``a = u - b v``
         (the stationarity conditions ``(K + alpha W^{-1}) a = y - b 1``, ``1^T a = 0``)."""
-        n = Xt.shape[0]
-        op = KernelOperator(self.kernel_, Xt, memory_budget=self._budget)
-        need = n * n * Xt.element_size()
-        if need > self._budget:
+        n, item = Xt.shape[0], Xt.element_size()
+        budget = self._budget
+        need = n * n * item
+        if need > budget:
             raise MemoryBudgetError(
                 f"{type(self).__name__}: the exact solve holds the {n} x {n} Gram matrix "
-                f"({format_bytes(need)}), more than the memory budget of {format_bytes(self._budget)}. "
+                f"({format_bytes(need)}), more than the memory budget of {format_bytes(budget)}. "
                 + _APPROX_HINT
             )
+        op = KernelOperator(self.kernel_, Xt, memory_budget=budget)
+        d = 1 if self.kernel_.is_precomputed else Xt.shape[1]
+        plan = gram_tile_plan(n, d, itemsize=item, budget=max(budget - need, 1), scratch=self.kernel_.scratch(d))
         s = torch.ones(n, dtype=Yt.dtype, device=Yt.device) if sw is None else sw
         y_mean = torch.zeros(Yt.shape[1], dtype=Yt.dtype, device=Yt.device)
         if self.fit_intercept:  # centred first: a large offset would cancel in u - b v
@@ -204,44 +218,99 @@ class _KernelRidgeBase(KernelEstimatorMixin, BaseEstimator):
             Yt = Yt - y_mean
         if sw is not None:
             Yt = Yt * sw[:, None]
-
+        # one system per distinct alpha; with an intercept, u and v in the scaled variables
+        # (A^{-1} = S (S K S + alpha I)^{-1} S) come from one solve with the extra column s
+        groups = [(float(a), torch.as_tensor(np.flatnonzero(alphas == a), device=Yt.device)) for a in np.unique(alphas)]
+        rhs = [torch.cat([Yt[:, cols], s[:, None]], dim=1) if self.fit_intercept else Yt[:, cols] for _, cols in groups]
+        # The Gram matrix: an n x n buffer of which only the lower triangle is written (the pages of the
+        # upper one are never mapped); factored in place, or kept intact for the mixed-precision solve.
         def gram():
-            K = op.dense(lower_only=True)
-            if sw is not None:
-                K.mul_(sw[:, None]).mul_(sw[None, :])
+            K = torch.empty(n, n, dtype=op.dtype, device=op.device)
+            fill_lower_gram(op, plan, K, sw)
             return K
 
+        sols = None
+        if Xt.dtype == torch.float64 and Xt.device.type == "cpu" and n >= _MIXED_MIN_N:
+            K = torch.empty(n, n, dtype=op.dtype, device=op.device)
+            sols = self._solve_mixed(op, plan, K, groups, rhs, sw)
+        else:
+            K = gram()
+        if sols is None:
+            held = [K]  # handed over: the float64 solve frees it before it builds the next one
+            del K
+            sols = self._solve_float64(held, gram, op, groups, rhs)
+        else:
+            del K
         coef = torch.empty_like(Yt)
         intercept = y_mean.double().cpu().numpy()
-        for a in np.unique(alphas):
-            cols = torch.as_tensor(np.flatnonzero(alphas == a), device=Yt.device)
-            K = gram()
-            # the diagonal only: a PSD kernel's entries are bounded by it (|k(x, y)|^2 <= k(x, x) k(y, y)),
-            # and a NaN elsewhere reaches the coefficients, checked below. (The whole n x n check cost
-            # 17 ms per fit at n = 3,000, 30 % of a warm fit; the upper triangle is not even filled.)
-            check_finite(K.diagonal(), type(self).__name__, "the kernel values", X=Xt, kernel=self.kernel_)
-            K.diagonal().add_(float(a))
-
-            def rebuild(a=a):
-                K2 = gram()
-                K2.diagonal().add_(float(a))
-                return K2
-
-            factor = jittered_cholesky(K, rebuild=rebuild, owner=type(self).__name__)
-            self.jitter_ = factor.jitter
-            if self.fit_intercept:   # u and v in the scaled variables (A^{-1} = S (S K S + alpha I)^{-1} S)
-                sol = factor.solve(torch.cat([Yt[:, cols], s[:, None]], dim=1))
+        for (_, cols), sol in zip(groups, sols):
+            if self.fit_intercept:
                 u, v = sol[:, :-1], sol[:, -1:]
                 b = (s @ u) / (s @ v)
                 coef[:, cols] = u - v * b[None, :]
                 intercept[cols.cpu().numpy()] += b.double().cpu().numpy()
             else:
-                coef[:, cols] = factor.solve(Yt[:, cols])
-            del K, factor
+                coef[:, cols] = sol
         check_finite(coef, type(self).__name__, "the kernel values", X=Xt, kernel=self.kernel_)
         if sw is not None:
             coef.mul_(sw[:, None])
         return coef, intercept
+
+    def _solve_mixed(self, op, plan, K, groups, rhs, sw):
+        """Solutions for each ``(alpha, columns)`` group by a float32 factorisation refined in float64
+        (float64 input on the CPU from ``_MIXED_MIN_N`` rows), or None when that did not reach float64
+        accuracy or an ``alpha`` is below ``_MIXED_MIN_ALPHA`` times the largest diagonal entry of the
+        (weighted) Gram matrix. Fills ``K`` (n x n, float64) with the Gram's lower triangle and leaves
+        it so. The float32 copy's triangle adds half of ``K``'s memory (only the triangles are mapped:
+        together 6 n^2 bytes, within the n^2 float64 entries the budget was checked for)."""
+        n = op.shape[0]
+        F = torch.empty(n, n, dtype=torch.float32, device=op.device)
+        sums = fill_mixed_gram(op, plan, K, F, sw)
+        check_finite(sums, type(self).__name__, "the kernel values", X=op.X, kernel=self.kernel_)
+        norm = float(sums.max())
+        if min(a for a, _ in groups) < _MIXED_MIN_ALPHA * float(K.diagonal().abs().max()):
+            return None
+        sols, n_iter = [], 0
+        for i, ((a, _), B) in enumerate(zip(groups, rhs)):
+            if i:  # a fresh float32 copy of the triangle for the next alpha
+                for r in row_blocks(n, plan.row_block, desc="matrix copy"):
+                    F[r, :r.stop] = K[r, :r.stop]
+            F.diagonal().add_(a)
+            X, info = mixed_precision_solve(K, a, F, B, norm_a=norm + a)
+            n_iter += info.n_iter
+            log.debug("%s: float32 factorisation, %d refinement iterations, backward error %.2e",
+                      type(self).__name__, info.n_iter, info.backward_error)
+            if X is None:
+                log.info("%s: float32 factorisation with float64 refinement did not reach float64 accuracy (%s); "
+                         "factoring in float64", type(self).__name__, info.reason)
+                return None
+            sols.append(X)
+        self.jitter_, self.n_refine_iter_ = 0.0, n_iter
+        return sols
+
+    def _solve_float64(self, held, gram, op, groups, rhs):
+        """Solutions for each ``(alpha, columns)`` group by an in-place Cholesky factorisation of the
+        Gram matrix in its own dtype (jittered when numerically singular): the one in the list ``held``
+        (its lower triangle; taken out of the list) for the first group, ``gram()`` for the others."""
+        sols = []
+        for a, B in zip((a for a, _ in groups), rhs):
+            K = held.pop() if held else gram()
+            # the diagonal only: a PSD kernel's entries are bounded by it (|k(x, y)|^2 <= k(x, x) k(y, y)),
+            # and a NaN elsewhere reaches the coefficients, checked below. (The whole n x n check cost
+            # 17 ms per fit at n = 3,000, 30 % of a warm fit; the upper triangle is not even filled.)
+            check_finite(K.diagonal(), type(self).__name__, "the kernel values", X=op.X, kernel=self.kernel_)
+            K.diagonal().add_(a)
+
+            def rebuild(a=a):
+                K2 = gram()
+                K2.diagonal().add_(a)
+                return K2
+
+            factor = jittered_cholesky(K, rebuild=rebuild, owner=type(self).__name__, blocked=True)
+            self.jitter_ = factor.jitter
+            sols.append(factor.solve(B))
+            del K, factor
+        return sols
 
     def _solve_primal(self, phi, Xt, Yt, alphas, sw):
         n, D = Xt.shape[0], phi.dim
@@ -339,6 +408,12 @@ class KernelRidge(MultiOutputMixin, RegressorMixin, _KernelRidgeBase):
     kernel_ : Kernel
     jitter_ : float
         Diagonal jitter that had to be added (0.0 normally).
+    n_refine_iter_ : int
+        Float64 refinement iterations of the dual solve (0 when the Gram matrix was factored in
+        float64). From 2,000 samples a float64 fit factors a float32 copy of the Gram matrix -- twice
+        the flop rate -- and refines the solution by conjugate gradients in float64 until its
+        backward error is that of a float64 Cholesky solve (typically 2-6 iterations); when
+        ``alpha`` is too small for float32, it factors in float64 as below 2,000.
     fit_time_ : float
     """
 
