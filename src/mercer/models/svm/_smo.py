@@ -8,10 +8,22 @@ curvature (so that the iteration terminates for indefinite kernels too).
 
 The sequential loop is compiled with numba, imported on the first solve (its import costs ~0.15 s,
 which ``import mercer`` does not pay). Kernel rows live in an LRU cache of full-length rows (a 2-D
-array filled by the caller); when the loop needs a row that is not cached it returns to Python,
-which computes that row *and a batch of likely next ones* (the current top violators) in one
-BLAS-sized kernel block, then resumes the loop. Gradient reconstruction after shrinking is one
-blocked kernel-matrix product, also done by the caller.
+array, float32 as LIBSVM's for the estimators). Where the rows come from:
+
+- RBF at few features (``features`` given): the loop computes a missing row itself, one row when
+  it is needed (a vectorised exponential, :func:`_exp_chunk64`): at low d a row costs less than
+  the return to Python that would fetch it, and no prefetched row is wasted.
+- any other kernel: the loop returns to Python, which computes the missing row *and a batch of
+  likely next ones* (the current top violators) in one BLAS-sized kernel block, then resumes.
+
+Per iteration the loop makes two passes over the active samples, as LIBSVM: the choice of the
+second member of the pair (WSS3), and the gradient update, which also finds the next iteration's
+first member (LIBSVM makes a separate pass for it). It keeps ``F = -y * G``, so that both
+members are extremes of F on the sets I_up, I_low (bits of ``side``) with no sign branches,
+and skips the division of WSS3 for samples that cannot be the new minimum; these reformulations
+are exact (the iterates, hence iteration counts and support vectors, are those of the plain
+formulas). Gradient reconstruction after shrinking uses the free samples' cached rows, as
+LIBSVM's, and a blocked kernel product (by the caller) for the others.
 """
 
 from __future__ import annotations
@@ -38,18 +50,27 @@ _NONPSD_RTOL = 1e-6
 # return codes of the compiled loop
 _CONVERGED, _NEED_ROW, _MAX_ITER, _RECONSTRUCT, _RECONSTRUCT_FINAL = 0, 1, 2, 3, 4
 # integer state slots
-_S_ACTIVE, _S_ITER, _S_COUNTER, _S_UNSHRINK, _S_CLOCK, _S_MAXITER, _S_SHRINKING, _S_PENDING, _S_NONPSD = range(9)
+(_S_ACTIVE, _S_ITER, _S_COUNTER, _S_UNSHRINK, _S_CLOCK, _S_MAXITER, _S_SHRINKING, _S_PENDING, _S_NONPSD,
+ _S_USED, _S_ROWS) = range(11)
+_N_STATE = 11
 
 
-#: the functions of the compiled loop, in the order they are defined (``_run`` calls the others)
-_COMPILED: list[str] = []
+#: the functions of the compiled loop, in the order they are defined (``_run`` calls the others),
+#: with their numba options
+_COMPILED: dict[str, dict] = {}
 _COMPILE_LOCK = threading.Lock()
+#: Floating-point licence of the in-loop exponential: contraction into FMAs and no NaN/inf checks,
+#: but no reassociation (``_exp_chunk`` rounds with ``x + 1.5 * 2**52 - 1.5 * 2**52``, which
+#: reassociation would fold away).
+_EXP_FLAGS = {"nnan", "ninf", "nsz", "contract", "arcp"}
 
 
-def _compiled(fn: Callable) -> Callable:
+def _compiled(fn: Callable | None = None, **options) -> Callable:
     """Marks a function of the loop: numba compiles it, on the first solve (see :func:`_loop`)."""
-    _COMPILED.append(fn.__name__)
-    return fn
+    def mark(f: Callable) -> Callable:
+        _COMPILED[f.__name__] = options
+        return f
+    return mark(fn) if fn is not None else mark
 
 
 def _loop() -> Callable:
@@ -62,29 +83,189 @@ def _loop() -> Callable:
         if not hasattr(namespace["_run"], "py_func"):
             from numba import njit
 
-            for name in _COMPILED:
+            for name, options in _COMPILED.items():
                 if not hasattr(namespace[name], "py_func"):
-                    namespace[name] = njit(cache=True, nogil=True)(namespace[name])
+                    namespace[name] = njit(cache=True, nogil=True, **options)(namespace[name])
     return namespace["_run"]
 
 
+# -- kernel rows computed inside the loop (RBF, few features) ---------------------------------------
+# exp(x) for x <= 0, vectorised: x = k ln 2 + r with |r| <= ln 2 / 2 (Cody-Waite: ln 2 in two parts),
+# exp(r) by its Taylor polynomial (degree 11 in float64, 7 in float32: truncation below 1e-14 and
+# 5e-9 relative), times 2**k built in the exponent bits. x is clamped at -708 in float64 (exp is
+# then 0 in the float32 cache); in float32, entries below exp(-87) (near the smallest normal
+# float32) are 0.
+_LOG2E = 1.4426950408889634
+_LN2_HI, _LN2_LO = 6.93147180369123816490e-01, 1.90821492927058770002e-10
+_ROUND = 6755399441055744.0  # 1.5 * 2**52: (x + _ROUND) - _ROUND is x rounded to an integer
+_X_MIN = -708.0
+_F = np.float32
+_LOG2E32, _LN2_HI32, _LN2_LO32 = _F(1.44269504), _F(0.693359375), _F(-2.12194440e-4)
+_ROUND32, _X_MIN32, _ZERO32, _ONE32 = _F(12582912.0), _F(-87.0), _F(0.0), _F(1.0)
+_P2, _P3, _P4, _P5, _P6, _P7 = _F(1 / 2), _F(1 / 6), _F(1 / 24), _F(1 / 120), _F(1 / 720), _F(1 / 5040)
+#: Entries per chunk of an in-loop kernel row (its scratch stays in the L1 cache).
+_CHUNK = 512
+
+
+@_compiled(fastmath=_EXP_FLAGS)
+def _exp_chunk64(v, buf):
+    """``v[:] = exp(-v)`` for ``v >= 0`` (float64); ``buf``: scratch of ``v``'s length."""
+    m = v.shape[0]
+    bits = buf.view(np.int64)
+    for t in range(m):
+        x = max(-v[t], _X_MIN)
+        kd = x * _LOG2E + _ROUND
+        buf[t] = kd
+        k = kd - _ROUND
+        r = x - k * _LN2_HI - k * _LN2_LO
+        v[t] = 1.0 + r * (1.0 + r * (0.5 + r * (1 / 6 + r * (1 / 24 + r * (1 / 120 + r * (1 / 720 + r * (
+            1 / 5040 + r * (1 / 40320 + r * (1 / 362880 + r * (1 / 3628800 + r * (1 / 39916800)))))))))))
+    for t in range(m):
+        bits[t] = (bits[t] + 1023) << 52  # the low bits of kd hold k: 2**k
+    for t in range(m):
+        v[t] *= buf[t]
+
+
+@_compiled(fastmath=_EXP_FLAGS)
+def _exp_chunk32(v, buf):
+    """``v[:] = exp(-v)`` for ``v >= 0`` (float32, every constant float32); ``buf``: scratch."""
+    m = v.shape[0]
+    bits = buf.view(np.int32)
+    for t in range(m):
+        xo = -v[t]
+        x = max(xo, _X_MIN32)
+        kd = x * _LOG2E32 + _ROUND32
+        buf[t] = kd
+        k = kd - _ROUND32
+        r = x - k * _LN2_HI32 - k * _LN2_LO32
+        p = _ONE32 + r * (_ONE32 + r * (_P2 + r * (_P3 + r * (_P4 + r * (_P5 + r * (_P6 + r * _P7))))))
+        v[t] = p if xo >= _X_MIN32 else _ZERO32
+    for t in range(m):
+        bits[t] = (bits[t] + 127) << 23
+    for t in range(m):
+        v[t] *= buf[t]
+
+
+@_compiled(fastmath=_EXP_FLAGS)
+def _rbf_row(XT, i, out, scratch):
+    """``out[t] = exp(-|x_i - x_t|^2)`` for every sample t, the features ``XT`` (d, n) scaled by
+    sqrt(gamma) beforehand; chunks of ``scratch.shape[1]`` entries (``scratch``: (3, chunk))."""
+    d, n = XT.shape
+    B = scratch.shape[1]
+    xi = scratch[2]
+    for k in range(d):
+        xi[k] = XT[k, i]
+    for s0 in range(0, n, B):
+        m = min(B, n - s0)
+        acc = scratch[0, :m]
+        for t in range(m):
+            acc[t] = 0
+        for k in range(d):
+            c = xi[k]
+            xk = XT[k, s0:s0 + m]
+            for t in range(m):
+                diff = xk[t] - c
+                acc[t] += diff * diff
+        if XT.itemsize == 4:
+            _exp_chunk32(acc, scratch[1, :m])
+        else:
+            _exp_chunk64(acc, scratch[1, :m])
+        o = out[s0:s0 + m]
+        for t in range(m):
+            o[t] = acc[t]
+
+
 @_compiled
-def _select(y, G, alpha, Cb, QD, cache, slot_of, last_used, active, n_active, eps, st, need):
-    """WSS3. Returns 0 with the pair in need[0], need[1]; 1 when optimal; 2 when row need[0] is missing."""
+def _new_slot(i, protect, slot_of, owner, last_used, st):
+    """The cache slot for row ``i``: a never-used one while any is left, else the least recently
+    used, never slot ``protect`` (the other row of the pair); advances the clock."""
+    n_slots = owner.shape[0]
+    s = st[_S_USED]
+    if s < n_slots:
+        st[_S_USED] = s + 1
+    else:
+        s = -1
+        oldest = np.iinfo(np.int64).max
+        for k in range(n_slots):
+            if k != protect and last_used[k] < oldest:
+                oldest = last_used[k]
+                s = k
+        slot_of[owner[s]] = -1
+    owner[s] = i
+    slot_of[i] = s
+    st[_S_ROWS] += 1
+    st[_S_CLOCK] += 1
+    last_used[s] = st[_S_CLOCK]
+    return s
+
+
+@_compiled
+def _row(i, protect, cache, slot_of, owner, last_used, st, XT, scratch):
+    """Slot of kernel row ``i``, computed here when missing and ``XT`` holds the features (RBF);
+    -1 when missing and the caller must compute it."""
+    s = slot_of[i]
+    if s >= 0:
+        return s
+    if XT.shape[1] != slot_of.shape[0]:
+        return -1
+    s = _new_slot(i, protect, slot_of, owner, last_used, st)
+    _rbf_row(XT, i, cache[s], scratch)
+    return s
+
+
+@_compiled
+def _subtract_free_rows(F, coef, free, cols, cache, slot_of, owner, last_used, st, XT, scratch, done):
+    """``F[cols] -= coef[r] * K[free[r], cols]`` for each row the cache holds (or, with in-loop
+    rows, computes): LIBSVM's reconstruction from its kernel cache. ``done[r]``: row r was used."""
+    for r in range(free.shape[0]):
+        s = _row(free[r], -1, cache, slot_of, owner, last_used, st, XT, scratch)
+        if s < 0:
+            continue
+        done[r] = True
+        row = cache[s]
+        c = coef[r]
+        for t in cols:
+            F[t] -= c * row[t]
+
+
+#: Bits of ``side[t]``: sample t can move up (Keerthi et al.'s I_up: y > 0 below C, or y < 0 above 0)
+#: and down (I_low). The loop keeps ``F = -y * G``, so the most violating pair is the largest F on
+#: I_up and the smallest on I_low, with no sign branches (``-y * G`` is exact: same iterates).
+_UP, _LOW = 1, 2
+
+
+@_compiled
+def _set_side(t, y, alpha, Cb, side):
+    below = alpha[t] < Cb[t]
+    above = alpha[t] > 0
+    if y[t] > 0:
+        side[t] = (_UP if below else 0) | (_LOW if above else 0)
+    else:
+        side[t] = (_UP if above else 0) | (_LOW if below else 0)
+
+
+@_compiled
+def _max_up(F, side, active, n_active):
+    """The largest ``F`` on I_up and its sample (the last of equal ones, in active order)."""
     gmax = -np.inf
     imax = -1
     for k in range(n_active):
         t = active[k]
-        if y[t] > 0:
-            if alpha[t] < Cb[t] and -G[t] >= gmax:
-                gmax = -G[t]
-                imax = t
-        elif alpha[t] > 0 and G[t] >= gmax:
-            gmax = G[t]
+        f = F[t] if side[t] & _UP else -np.inf
+        if f >= gmax:
+            gmax = f
             imax = t
-    if imax == -1:
+    return gmax, imax
+
+
+@_compiled
+def _select(F, side, QD, cache, slot_of, owner, last_used, active, n_active, eps, st, need, XT, scratch,
+            gmax, imax):
+    """WSS3 (Fan, Chen & Lin 2005), given ``i = imax``, the maximal violator on I_up (value ``gmax``).
+    Returns 0 with the pair in need[0], need[1]; 1 when optimal; 2 when row need[0] is missing."""
+    if gmax == -np.inf:  # I_up is empty (imax is then a sample off I_up, or -1)
         return 1
-    si = slot_of[imax]
+    si = _row(imax, -1, cache, slot_of, owner, last_used, st, XT, scratch)
     if si < 0:
         need[0] = imax
         need[1] = -1
@@ -94,34 +275,25 @@ def _select(y, G, alpha, Cb, QD, cache, slot_of, last_used, active, n_active, ep
     gmax2 = -np.inf
     jmin = -1
     obj_min = np.inf
+    bound = 0.0  # -obj_min, less a margin: gd^2 / quad reaches it whenever -(gd^2 / quad) <= obj_min
     for k in range(n_active):
+        # Branch-free (which side a sample is on is unpredictable) up to a test that few samples
+        # pass, without the division; those that pass get LIBSVM's exact comparison.
         t = active[k]
-        if y[t] > 0:
-            if alpha[t] > 0:
-                gd = gmax + G[t]
-                if G[t] >= gmax2:
-                    gmax2 = G[t]
-                if gd > 0:
-                    quad = qi + QD[t] - 2.0 * Ki[t]
-                    if quad <= 0:
-                        quad = TAU
-                    od = -(gd * gd) / quad
-                    if od <= obj_min:
-                        jmin = t
-                        obj_min = od
-        elif alpha[t] < Cb[t]:
-            gd = gmax - G[t]
-            if -G[t] >= gmax2:
-                gmax2 = -G[t]
-            if gd > 0:
-                quad = qi + QD[t] - 2.0 * Ki[t]
-                if quad <= 0:
-                    quad = TAU
-                od = -(gd * gd) / quad
-                if od <= obj_min:
-                    jmin = t
-                    obj_min = od
-    if gmax + gmax2 < eps or jmin == -1:
+        low = (side[t] & _LOW) != 0
+        f = F[t]
+        gmax2 = max(gmax2, -f if low else -np.inf)
+        gd = gmax - f
+        quad = qi + QD[t] - 2.0 * Ki[t]
+        quad = quad if quad > 0 else TAU
+        g = gd if low & (gd > 0) else 0.0
+        if g * g > bound * quad:
+            od = -(gd * gd) / quad
+            if od <= obj_min:
+                jmin = t
+                obj_min = od
+                bound = -od * (1.0 - 1e-12)
+    if gmax + gmax2 < eps or obj_min == np.inf:  # no candidate j (jmin is then a sample off I_low)
         return 1
     need[0] = imax
     need[1] = jmin
@@ -129,26 +301,18 @@ def _select(y, G, alpha, Cb, QD, cache, slot_of, last_used, active, n_active, ep
 
 
 @_compiled
-def _shrink(y, G, alpha, Cb, active, st, eps):
+def _shrink(F, side, active, st, eps):
     """LIBSVM's do_shrinking. Returns True when the caller must reconstruct the gradient first."""
-    n = y.shape[0]
-    g1 = -np.inf
-    g2 = -np.inf
+    n = F.shape[0]
+    g1 = -np.inf  # max F on I_up
+    g2 = -np.inf  # max -F on I_low
     na = st[_S_ACTIVE]
     for k in range(na):
         t = active[k]
-        up = alpha[t] >= Cb[t]
-        low = alpha[t] <= 0
-        if y[t] > 0:
-            if not up and -G[t] >= g1:
-                g1 = -G[t]
-            if not low and G[t] >= g2:
-                g2 = G[t]
-        else:
-            if not up and -G[t] >= g2:
-                g2 = -G[t]
-            if not low and G[t] >= g1:
-                g1 = G[t]
+        if side[t] & _UP and F[t] >= g1:
+            g1 = F[t]
+        if side[t] & _LOW and -F[t] >= g2:
+            g2 = -F[t]
     if st[_S_UNSHRINK] == 0 and g1 + g2 <= eps * 10:
         st[_S_UNSHRINK] = 1
         if na < n:
@@ -156,13 +320,13 @@ def _shrink(y, G, alpha, Cb, active, st, eps):
     k = 0
     while k < na:
         t = active[k]
-        up = alpha[t] >= Cb[t]
-        low = alpha[t] <= 0
-        shrunk = False
-        if up:
-            shrunk = (-G[t] > g1) if y[t] > 0 else (-G[t] > g2)
-        elif low:
-            shrunk = (G[t] > g2) if y[t] > 0 else (G[t] > g1)
+        # a sample at a bound is on one side only; it leaves when it cannot become the pair's other member
+        if side[t] == _UP:
+            shrunk = -F[t] > g2
+        elif side[t] == _LOW:
+            shrunk = F[t] > g1
+        else:
+            shrunk = False
         if shrunk:
             na -= 1
             active[k] = active[na]
@@ -174,18 +338,26 @@ def _shrink(y, G, alpha, Cb, active, st, eps):
 
 
 @_compiled
-def _run(y, G, G_bar, alpha, Cb, QD, cache, slot_of, last_used, active, st, eps, need):
+def _run(y, F, G_bar, alpha, Cb, QD, side, cache, slot_of, owner, last_used, active, st, eps, need, XT, scratch):
     """Iterate until converged / a row is missing / a reconstruction is needed / max_iter."""
     n = y.shape[0]
+    fresh = False  # gmax, imax hold the maximal violator of the current F (found by the update pass)
+    gmax = -np.inf
+    imax = -1
     while True:
         if st[_S_ITER] >= st[_S_MAXITER]:
             return _MAX_ITER
         if st[_S_PENDING] == 1:
-            if _shrink(y, G, alpha, Cb, active, st, eps):
+            if _shrink(F, side, active, st, eps):
                 return _RECONSTRUCT
             st[_S_PENDING] = 0
             st[_S_COUNTER] = min(n, 1000)
-        code = _select(y, G, alpha, Cb, QD, cache, slot_of, last_used, active, st[_S_ACTIVE], eps, st, need)
+            fresh = False
+        if not fresh:
+            gmax, imax = _max_up(F, side, active, st[_S_ACTIVE])
+        fresh = False
+        code = _select(F, side, QD, cache, slot_of, owner, last_used, active, st[_S_ACTIVE], eps, st, need, XT,
+                       scratch, gmax, imax)
         if code == 2:
             return _NEED_ROW
         if code == 1:
@@ -194,12 +366,12 @@ def _run(y, G, G_bar, alpha, Cb, QD, cache, slot_of, last_used, active, st, eps,
             return _CONVERGED
         i = need[0]
         j = need[1]
-        sj = slot_of[j]
+        si = slot_of[i]
+        sj = _row(j, si, cache, slot_of, owner, last_used, st, XT, scratch)
         if sj < 0:
             need[0] = j
             need[1] = i
             return _NEED_ROW
-        si = slot_of[i]
         st[_S_CLOCK] += 1
         last_used[si] = st[_S_CLOCK]
         last_used[sj] = st[_S_CLOCK]
@@ -219,7 +391,7 @@ def _run(y, G, G_bar, alpha, Cb, QD, cache, slot_of, last_used, active, st, eps,
         ai = ai_old
         aj = aj_old
         if y[i] != y[j]:
-            delta = (-G[i] - G[j]) / quad
+            delta = (y[i] * F[i] + y[j] * F[j]) / quad  # (-G_i - G_j) / quad
             diff = ai - aj
             ai += delta
             aj += delta
@@ -238,7 +410,7 @@ def _run(y, G, G_bar, alpha, Cb, QD, cache, slot_of, last_used, active, st, eps,
                 aj = Cj
                 ai = Cj + diff
         else:
-            delta = (G[i] - G[j]) / quad
+            delta = (y[j] * F[j] - y[i] * F[i]) / quad  # (G_i - G_j) / quad
             s = ai + aj
             ai -= delta
             aj += delta
@@ -258,12 +430,22 @@ def _run(y, G, G_bar, alpha, Cb, QD, cache, slot_of, last_used, active, st, eps,
                 aj = s
         alpha[i] = ai
         alpha[j] = aj
+        _set_side(i, y, alpha, Cb, side)
+        _set_side(j, y, alpha, Cb, side)
         dai = (ai - ai_old) * y[i]
         daj = (aj - aj_old) * y[j]
-        na = st[_S_ACTIVE]
-        for k in range(na):
+        # the gradient update, which also finds the next iteration's maximal violator
+        gmax = -np.inf
+        imax = -1
+        for k in range(st[_S_ACTIVE]):
             t = active[k]
-            G[t] += y[t] * (Ki[t] * dai + Kj[t] * daj)
+            f = F[t] - (Ki[t] * dai + Kj[t] * daj)
+            F[t] = f
+            f = f if side[t] & _UP else -np.inf
+            if f >= gmax:
+                gmax = f
+                imax = t
+        fresh = True
         # G_bar[k] = sum over alpha at the upper bound of C_l Q_lk (for gradient reconstruction)
         if up_i != (ai >= Ci):
             c = Ci * y[i] if not up_i else -Ci * y[i]
@@ -293,8 +475,8 @@ class SMOResult:
     index: np.ndarray | None = None  # the machine's samples (set by the caller)
 
 
-def _rho(y, G, alpha, Cb) -> float:
-    yG = y * G
+def _rho(y, F, alpha, Cb) -> float:
+    yG = -F
     up = alpha >= Cb
     low = alpha <= 0
     free = ~up & ~low
@@ -309,7 +491,8 @@ def _rho(y, G, alpha, Cb) -> float:
 
 class _RowCache:
     """LRU cache of full-length kernel rows: ``cache[slot_of[i]]`` is row ``i`` (``slot_of[i] < 0``:
-    not cached); ``last_used`` holds the loop's clock at each slot's last use."""
+    not cached), ``owner[s]`` the row in slot ``s``; ``last_used`` holds the loop's clock at each
+    slot's last use; slots ``st[_S_USED]`` onwards have never been used."""
 
     def __init__(self, n: int, n_slots: int, dtype) -> None:
         # torch's allocator, not numpy's: numpy madvises large blocks for transparent huge pages, and
@@ -320,15 +503,15 @@ class _RowCache:
         self.slot_of = np.full(n, -1, dtype=np.int64)
         self.owner = np.full(n_slots, -1, dtype=np.int64)
         self.last_used = np.zeros(n_slots, dtype=np.int64)
-        self.free_slots = list(range(n_slots - 1, -1, -1))
-        self.computed = 0
 
     def store(self, idx: np.ndarray, block: np.ndarray, protect: int, st: np.ndarray) -> None:
-        """Put rows ``idx`` (``block``) in free slots, else evict the least recently used rows,
-        never the row of the pending pair (``protect``); advances the clock ``st[_S_CLOCK]``."""
-        m = len(idx)
-        take = min(m, len(self.free_slots))
-        slots = [self.free_slots.pop() for _ in range(take)]
+        """Put rows ``idx`` (``block``) in never-used slots, else in those of the least recently
+        used rows, never the row of the pending pair (``protect``); advances the clock ``st[_S_CLOCK]``."""
+        m, n_slots = len(idx), self.owner.shape[0]
+        used = int(st[_S_USED])
+        take = min(m, n_slots - used)
+        slots = np.arange(used, used + take, dtype=np.int64)
+        st[_S_USED] = used + take
         if take < m:
             lu = self.last_used.copy()
             if protect >= 0 and self.slot_of[protect] >= 0:
@@ -336,43 +519,50 @@ class _RowCache:
             lu[slots] = np.iinfo(np.int64).max
             victims = np.argpartition(lu, m - take - 1)[:m - take]
             self.slot_of[self.owner[victims]] = -1
-            slots.extend(int(v) for v in victims)
-        slots = np.asarray(slots, dtype=np.int64)
+            slots = np.concatenate([slots, victims])
         self.cache[slots] = block
         self.owner[slots] = idx
         self.slot_of[idx] = slots
         self.last_used[slots] = st[_S_CLOCK] + 1 + np.arange(m)
         st[_S_CLOCK] += m
-        self.computed += m
+        st[_S_ROWS] += m
 
 
 @dataclass
 class _Dual:
-    """The iterate of the compiled loop: multipliers, gradient ``G``, ``G_bar`` (the part of the
-    gradient from multipliers at their upper bound), the active set and the integer state."""
+    """The iterate of the compiled loop: multipliers, ``F = -y * G`` (G: the dual's gradient),
+    ``G_bar`` (the part of G from multipliers at their upper bound), each sample's ``side`` (bits
+    ``_UP``, ``_LOW``), the active set and the integer state."""
 
     y: np.ndarray
     Cb: np.ndarray
     QD: np.ndarray
     alpha: np.ndarray
-    G: np.ndarray
+    F: np.ndarray
     G_bar: np.ndarray
+    side: np.ndarray
     active: np.ndarray
     st: np.ndarray
     need: np.ndarray
 
+    def objective(self) -> float:
+        """``alpha^T Q alpha / 2 - sum(alpha) = alpha^T (G - 1) / 2``."""
+        return float(self.alpha @ (-self.y * self.F - 1.0) / 2)
+
 
 def _start(y, Cb, diag, *, shrinking: bool, max_iter: int | None) -> _Dual:
-    """alpha = 0 (so G = -1), every sample active, LIBSVM's iteration limit for ``max_iter < 0``."""
+    """alpha = 0 (so G = -1, F = y), every sample active, LIBSVM's iteration limit for ``max_iter < 0``."""
     n = y.shape[0]
-    st = np.zeros(9, dtype=np.int64)
+    st = np.zeros(_N_STATE, dtype=np.int64)
     st[_S_ACTIVE] = n
     st[_S_COUNTER] = min(n, 1000)
     st[_S_MAXITER] = max(10_000_000, 100 * n) if max_iter is None or max_iter < 0 else int(max_iter)
     st[_S_SHRINKING] = int(bool(shrinking))
-    return _Dual(np.ascontiguousarray(y, dtype=np.float64), np.ascontiguousarray(Cb, dtype=np.float64),
-                 np.ascontiguousarray(diag, dtype=np.float64), np.zeros(n), -np.ones(n), np.zeros(n),
-                 np.arange(n, dtype=np.int64), st, np.zeros(2, dtype=np.int64))
+    y = np.ascontiguousarray(y, dtype=np.float64)
+    side = np.where(y > 0, _UP, _LOW).astype(np.int8)  # alpha = 0 < C: y > 0 can only go up, y < 0 down
+    return _Dual(y, np.ascontiguousarray(Cb, dtype=np.float64), np.ascontiguousarray(diag, dtype=np.float64),
+                 np.zeros(n), y.copy(), np.zeros(n), side, np.arange(n, dtype=np.int64), st,
+                 np.zeros(2, dtype=np.int64))
 
 
 def _rows_to_fetch(d: _Dual, slot_of: np.ndarray, first: int, batch: int) -> np.ndarray:
@@ -383,10 +573,8 @@ def _rows_to_fetch(d: _Dual, slot_of: np.ndarray, first: int, batch: int) -> np.
         act = d.active[:d.st[_S_ACTIVE]]
         miss = act[slot_of[act] < 0]
         if miss.size > 1:
-            a, g, yy, cb = d.alpha[miss], d.G[miss], d.y[miss], d.Cb[miss]
-            up_score = np.where(np.where(yy > 0, a < cb, a > 0), -yy * g, -np.inf)
-            low_score = np.where(np.where(yy > 0, a > 0, a < cb), yy * g, -np.inf)
-            score = np.maximum(up_score, low_score)
+            f, side = d.F[miss], d.side[miss]
+            score = np.maximum(np.where(side & _UP, f, -np.inf), np.where(side & _LOW, -f, -np.inf))
             k = min(batch - 1, miss.size - 1)
             if k > 0:
                 top = miss[np.argpartition(-score, k)[:k + 1]]
@@ -395,24 +583,31 @@ def _rows_to_fetch(d: _Dual, slot_of: np.ndarray, first: int, batch: int) -> np.
     return np.asarray(want, dtype=np.int64)
 
 
-def _reconstruct(d: _Dual, matvec) -> None:
-    """LIBSVM's gradient reconstruction of the shrunk samples; makes every sample active."""
+def _reconstruct(d: _Dual, matvec, c: _RowCache, XT: np.ndarray, scratch: np.ndarray) -> None:
+    """LIBSVM's gradient reconstruction of the shrunk samples; makes every sample active.
+    ``G = G_bar - 1 + y K[:, free] (alpha y)[free]``: the free samples' cached kernel rows (in
+    float32, as LIBSVM's), ``matvec`` for the others."""
     n = d.y.shape[0]
     na = d.st[_S_ACTIVE]
     if na == n:
         return
     inactive = d.active[na:]
     free = np.flatnonzero((d.alpha > 0) & (d.alpha < d.Cb))
-    d.G[inactive] = d.G_bar[inactive] - 1.0
+    d.F[inactive] = -d.y[inactive] * (d.G_bar[inactive] - 1.0)  # F = -y G
     if free.size:
-        d.G[inactive] += d.y[inactive] * matvec(inactive, free, d.alpha[free] * d.y[free])
+        coef = d.alpha[free] * d.y[free]
+        done = np.zeros(free.size, dtype=np.bool_)
+        _subtract_free_rows(d.F, coef, free, inactive, c.cache, c.slot_of, c.owner, c.last_used, d.st, XT, scratch,
+                            done)
+        if not done.all():
+            d.F[inactive] -= matvec(inactive, free[~done], coef[~done])
     d.st[_S_ACTIVE] = n
 
 
 def solve_smo(rows: Callable[[np.ndarray], np.ndarray], diag: np.ndarray, y: np.ndarray, Cb: np.ndarray, *,
               matvec: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray], cache_rows: int,
               cache_dtype=np.float64, tol: float = 1e-3, shrinking: bool = True, max_iter: int = -1,
-              batch: int = 64) -> SMOResult:
+              batch: int = 64, features: np.ndarray | None = None) -> SMOResult:
     """Solve the C-SVC dual by SMO.
 
     Parameters
@@ -430,6 +625,11 @@ def solve_smo(rows: Callable[[np.ndarray], np.ndarray], diag: np.ndarray, y: np.
         Number of kernel rows the cache holds (>= 2; capped at n).
     batch : int
         Rows computed per kernel call on a cache miss (the missing row and the top violators).
+    features : ndarray (d, n), float32 or float64, optional
+        For an RBF kernel: the samples' features times ``sqrt(gamma)``, one feature per row (C order).
+        The compiled loop then computes each missing kernel row ``exp(-|x_i - x_t|^2)`` itself,
+        one row when it is needed (``rows`` is not called): at a few features a row costs less
+        than the call that would fetch it. Its entries must be finite, their squares summable.
     """
     n = y.shape[0]
     d = _start(y, Cb, diag, shrinking=shrinking, max_iter=max_iter)
@@ -437,29 +637,37 @@ def solve_smo(rows: Callable[[np.ndarray], np.ndarray], diag: np.ndarray, y: np.
     # a batch at most an eighth of the cache: prefetched rows must not evict the useful ones
     batch = int(max(1, min(batch, n_slots // 8)))
     c = _RowCache(n, n_slots, cache_dtype)
+    if features is None:
+        XT, scratch = np.empty((0, 0)), np.empty((3, 1))
+    else:
+        XT = np.ascontiguousarray(features)
+        if XT.shape[1] != n or XT.dtype not in (np.float32, np.float64):
+            raise ValueError(f"solve_smo: features must be a float32 or float64 array of shape (d, {n}); got "
+                             f"{XT.dtype} of shape {XT.shape}.")
+        scratch = np.empty((3, max(_CHUNK, XT.shape[0])), dtype=XT.dtype)
     # the compiled loop's arguments: arrays updated in place, never rebound
-    args = (d.y, d.G, d.G_bar, d.alpha, d.Cb, d.QD, c.cache, c.slot_of, c.last_used, d.active, d.st, float(tol), d.need)
+    args = (d.y, d.F, d.G_bar, d.alpha, d.Cb, d.QD, d.side, c.cache, c.slot_of, c.owner, c.last_used, d.active,
+            d.st, float(tol), d.need, XT, scratch)
     converged = True
     run = _loop()
     bar = task("SMO", unit="it")  # objective: approximate while shrinking (stale gradients)
     while True:
         code = run(*args)
-        bar.update(int(d.st[_S_ITER]), objective=lambda: float(d.alpha @ (d.G - 1.0) / 2), rows=c.computed)
+        bar.update(int(d.st[_S_ITER]), objective=d.objective, rows=int(d.st[_S_ROWS]))
         if code == _NEED_ROW:
             idx = _rows_to_fetch(d, c.slot_of, int(d.need[0]), batch)
             c.store(idx, rows(idx), int(d.need[1]), d.st)
         elif code == _RECONSTRUCT:
-            _reconstruct(d, matvec)
+            _reconstruct(d, matvec, c, XT, scratch)
         elif code == _RECONSTRUCT_FINAL:
-            _reconstruct(d, matvec)
+            _reconstruct(d, matvec, c, XT, scratch)
             d.st[_S_COUNTER] = 1
         elif code == _MAX_ITER:
-            _reconstruct(d, matvec)
+            _reconstruct(d, matvec, c, XT, scratch)
             converged = False
             break
         else:
             break
     bar.close()
-    rho = _rho(d.y, d.G, d.alpha, d.Cb)
-    obj = float(d.alpha @ (d.G - 1.0) / 2)
-    return SMOResult(d.alpha, rho, obj, int(d.st[_S_ITER]), converged, c.computed, int(d.st[_S_NONPSD]))
+    return SMOResult(d.alpha, _rho(d.y, d.F, d.alpha, d.Cb), d.objective(), int(d.st[_S_ITER]), converged,
+                     int(d.st[_S_ROWS]), int(d.st[_S_NONPSD]))

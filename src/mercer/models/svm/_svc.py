@@ -14,6 +14,7 @@ Probabilities: Platt scaling (:mod:`mercer.models.svm._platt`).
 from __future__ import annotations
 
 import logging
+import math
 import time
 import warnings
 from numbers import Integral
@@ -48,6 +49,8 @@ _MAX_BATCH = 64
 #: ... and fewest, when the rows are so long that a batch of 64 would pass ``_BATCH_BYTES``.
 _MIN_BATCH = 8
 _BATCH_BYTES = 64 * 2**20
+#: Most features at which the SMO loop computes RBF kernel rows itself (see ``_Rows.features``).
+_INLOOP_MAX_FEATURES = 64
 #: Bytes per entry of the kernel-row cache: float32 rows, as LIBSVM's.
 _CACHE_ITEMSIZE = 4
 #: The approximate feature maps and the compute parameters each accepts.
@@ -59,6 +62,21 @@ _APPROXIMATIONS = {"nystroem": (Nystroem, ("device", "dtype", "memory_budget")),
 
 
 # -- kernel rows for the solver ------------------------------------------------------------------
+def _smo_threads(device: torch.device):
+    """The torch threads of a fit's SMO phase (prediction keeps torch's setting): one, as LIBSVM.
+
+    The loop itself is sequential (numba, one thread). At up to ``_INLOOP_MAX_FEATURES`` features it
+    computes the kernel rows too, so a second thread has no work. Above, rows come in blocks of
+    at most 64 from torch, and a second thread would split each 64 x n x d product; measured on
+    this project's 2-core VM with other processes on the cores (load 9-10), synthetic n = 5,000,
+    best of 3, wall (CPU) seconds, float64: d = 784, 1 thread 5.0 (1.2), 2 threads 11.3 (4.1);
+    d = 128, 0.82 (0.41) vs 6.3 (2.0) -- each block waits for the second thread's time slice, while
+    single-threaded LIBSVM is not slowed. (On an idle machine the second thread could save at
+    most the kernel-block part of a d = 784 fit; not measured here.)
+    """
+    return _few_threads(device, 0)
+
+
 class _Rows:
     """Kernel rows, diagonal and blocked products on one (sub)problem's samples."""
 
@@ -71,6 +89,18 @@ class _Rows:
         if self.rbf:
             self.g = float(kernel.gamma if kernel.gamma is not None else 1.0 / Xs.shape[1])
             self.nrm = row_sq_norms(Xs).mul_(-self.g)
+
+    def features(self) -> np.ndarray | None:
+        """For the RBF kernel at few features on the CPU: the samples' features times sqrt(gamma),
+        one feature per row, for the SMO loop to compute its kernel rows itself (None otherwise:
+        rows come from this object, in blocks). Data whose squared distances may overflow keeps the
+        blocked path, which reports a non-finite kernel."""
+        X = self.X
+        if not (self.rbf and X.device.type == "cpu" and X.layout == torch.strided
+                and X.shape[1] <= _INLOOP_MAX_FEATURES
+                and float(self.nrm.min()) > -torch.finfo(X.dtype).max / 8):  # -gamma |x|^2; NaN fails too
+            return None
+        return to_numpy((X * math.sqrt(self.g)).T.contiguous())
 
     def diag(self) -> np.ndarray:
         if self.pre:
@@ -253,8 +283,9 @@ class KernelSVC(_SVCDecisionMixin, KernelEstimatorMixin, ClassifierMixin, BaseEs
         Stopping tolerance on the maximal KKT violation (LIBSVM's ``eps``).
     cache_size : float or None, default=None
         Kernel-row cache in MB; rows are stored in float32, as LIBSVM's. ``None``: half the memory
-        budget, at most the whole matrix. On a miss, the missing row and up to 63 of the current
-        top violators are computed in one kernel block.
+        budget, at most the whole matrix. On a miss, the RBF kernel at up to 64 features (on the
+        CPU) computes the missing row inside the solver's loop; other kernels compute the missing
+        row and up to 63 of the current top violators in one kernel block.
     shrinking : bool, default=True
     class_weight : dict, "balanced" or None
     decision_function_shape : {"ovr", "ovo"}, default="ovr"
@@ -426,10 +457,7 @@ class KernelSVC(_SVCDecisionMixin, KernelEstimatorMixin, ClassifierMixin, BaseEs
                           NumericalWarning, stacklevel=3)
         Xt = self._tensor(X)
         self.shape_fit_ = tuple(X.shape)
-        # The SMO phase runs on one CPU thread, as LIBSVM: its kernel blocks are small (a few
-        # hundred rows), an OpenMP team costs more than it saves on them, and it stalls badly when
-        # the cores are shared. Prediction uses torch's thread setting.
-        with _few_threads(Xt.device, 0):
+        with _smo_threads(Xt.device):
             self._fit_machines(Xt, yi, Cb)
 
     def _solve(self, Xt, idx, ybin, Cb):
@@ -448,8 +476,8 @@ class KernelSVC(_SVCDecisionMixin, KernelEstimatorMixin, ClassifierMixin, BaseEs
         batch = plan_rows(_MAX_BATCH, n * _CACHE_ITEMSIZE, budget=self._budget, min_rows=_MIN_BATCH,
                           max_bytes=_BATCH_BYTES, what="a batch of kernel rows")
         res = solve_smo(rows, rows.diag(), ybin, Cb, matvec=rows.matvec, cache_rows=cache_rows,
-                        cache_dtype=np.float32, tol=float(self.tol),
-                        shrinking=bool(self.shrinking), max_iter=int(self.max_iter), batch=batch)
+                        cache_dtype=np.float32, tol=float(self.tol), shrinking=bool(self.shrinking),
+                        max_iter=int(self.max_iter), batch=batch, features=rows.features())
         res.index = idx
         return res
 

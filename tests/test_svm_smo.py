@@ -1,0 +1,225 @@
+"""The SMO solver's compiled parts: in-loop RBF kernel rows, LIBSVM's working-set selection in the
+``F = -y G`` form, and gradient reconstruction from the kernel cache, each against a dense reference."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from sklearn.datasets import make_classification
+from sklearn.svm import SVC
+
+from mercer import KernelSVC
+from mercer.kernels import RBF, Linear
+from mercer.models.svm import _smo
+from mercer.models.svm._svc import _INLOOP_MAX_FEATURES, _Rows
+
+_smo._loop()  # the compiled functions (numba) from here on
+
+
+# -- kernel rows computed inside the loop -----------------------------------------------------------
+@pytest.mark.parametrize("d", [1, 3, 9, 64])
+def test_inloop_rbf_rows_equal_the_dense_kernel_float64(d):
+    rng = np.random.default_rng(d)
+    n = 1300  # more than two chunks of _CHUNK entries, and a remainder
+    X = rng.normal(size=(n, d)) * rng.uniform(0.01, 8.0, size=(n, 1)) / np.sqrt(d)  # near and far points
+    XT = np.ascontiguousarray(X.T)
+    scratch = np.empty((3, max(_smo._CHUNK, d)))
+    out = np.empty(n)
+    for i in range(40):
+        _smo._rbf_row(XT, i, out, scratch)
+        ref = np.exp(-((X[i] - X) ** 2).sum(1))
+        seen = ref > 1e-40  # what a float32 cache row holds (exp(-v) is accurate to |v| ulps)
+        np.testing.assert_allclose(out[seen], ref[seen], rtol=1e-13 * max(1.0, ((X[i] - X) ** 2).sum(1).max()))
+        assert np.all(out[~seen] < 1e-40) and np.all(out >= 0)
+        assert out[i] == 1.0  # the diagonal exactly
+        assert np.mean(out.astype(np.float32) == ref.astype(np.float32)) > 0.999
+
+
+def test_inloop_rbf_rows_float32():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(700, 5)).astype(np.float32)
+    XT = np.ascontiguousarray(X.T)
+    scratch = np.empty((3, _smo._CHUNK), dtype=np.float32)
+    out = np.empty(700, dtype=np.float32)
+    X64 = X.astype(np.float64)
+    for i in range(0, 700, 97):
+        _smo._rbf_row(XT, i, out, scratch)
+        v = ((X64[i] - X64) ** 2).sum(1)
+        ref = np.exp(-v)
+        assert np.all(np.abs(out - ref) <= 4e-7 * np.maximum(1.0, v) * ref)  # float32 sums: |v| ulps
+        assert out[i] == 1.0
+
+
+def test_inloop_exp_over_the_whole_range():
+    # exp(-v) for v from 0 to beyond the underflow of both precisions
+    v = np.concatenate([[0.0, 1e-300, 1e-17, 1e-8], np.linspace(0, 800, 5001), [1e4, 1e300]])
+    got = v.copy()
+    _smo._exp_chunk64(got, np.empty_like(got))
+    ref = np.exp(-v)
+    big = ref > 1e-300
+    np.testing.assert_allclose(got[big], ref[big], rtol=2e-14)
+    assert np.all(got[~big] < 1e-300) and np.all(got >= 0) and got[0] == 1.0
+    # in the float32 cache the float64 rows round as the exact exponential does
+    assert np.array_equal(got.astype(np.float32), ref.astype(np.float32))
+    v32 = v[v < 1e30].astype(np.float32)
+    got32 = v32.copy()
+    _smo._exp_chunk32(got32, np.empty_like(got32))
+    ref32 = np.exp(-v32.astype(np.float64))
+    normal = ref32 > 1.2e-38
+    np.testing.assert_allclose(got32[normal & (ref32 > np.exp(-87.0))], ref32[normal & (ref32 > np.exp(-87.0))],
+                               rtol=3e-7)
+    assert np.all(got32[v32 > 87.0] == 0.0) and got32[0] == 1.0
+
+
+def test_rows_choose_the_inloop_path_for_rbf_at_few_features():
+    rng = np.random.default_rng(0)
+    for d, rbf, want in [(3, True, True), (_INLOOP_MAX_FEATURES, True, True),
+                         (_INLOOP_MAX_FEATURES + 1, True, False), (3, False, False)]:
+        X = torch.as_tensor(rng.normal(size=(20, d)))
+        rows = _Rows(RBF(gamma=0.3) if rbf else Linear(), X, 2**24)
+        feats = rows.features()
+        assert (feats is not None) == want
+        if want:  # sqrt(gamma) x, one feature per row
+            np.testing.assert_allclose(feats, np.sqrt(0.3) * X.numpy().T, rtol=1e-15)
+    # |x|^2 (or |x - x'|^2) overflows: the blocked path, which reports it
+    for big, dtype in [(1e200, torch.float64), (1e154, torch.float64), (1e19, torch.float32)]:
+        X = torch.tensor([[big, 0.0], [-big, 1.0], [0.0, 1.0]], dtype=dtype)
+        assert _Rows(RBF(gamma=1.0), X, 2**24).features() is None
+    assert _Rows(RBF(gamma=1.0), X[:, 1:], 2**24).features() is not None
+
+
+# -- the solver with in-loop rows against the solver fed rows from Python -------------------------------
+def _problem(n=400, d=4, seed=0):
+    X, y = make_classification(n_samples=n, n_features=d, n_informative=min(d, 3), n_redundant=0,
+                               flip_y=0.1, random_state=seed)
+    yy = np.where(y == 1, 1.0, -1.0)
+    g = 1.0 / (d * X.var())
+    XT = np.ascontiguousarray((X * np.sqrt(g)).T)
+    scratch = np.empty((3, _smo._CHUNK))
+    K = np.empty((n, n))
+    for i in range(n):  # the very numbers the loop computes
+        _smo._rbf_row(XT, i, K[i], scratch)
+    return X, yy, XT, K
+
+
+@pytest.mark.parametrize("cache_rows", [7, 40, 400])
+def test_inloop_rows_give_the_iterates_of_rows_from_python(cache_rows):
+    X, yy, XT, K = _problem()
+    Cb = np.where(yy > 0, 1.0, 2.0)
+    kw = dict(matvec=lambda r, c, v: K[np.ix_(r, c)] @ v, cache_rows=cache_rows, cache_dtype=np.float32,
+              shrinking=False)
+    a = _smo.solve_smo(lambda i: K[i], np.ones(len(yy)), yy, Cb, **kw)
+    b = _smo.solve_smo(lambda i: pytest.fail("rows requested"), np.ones(len(yy)), yy, Cb, features=XT, **kw)
+    assert a.converged and b.converged and a.n_iter == b.n_iter
+    np.testing.assert_array_equal(a.alpha, b.alpha)
+    assert a.rho == b.rho
+    if cache_rows < len(yy):  # rows were evicted and computed again
+        assert b.rows_computed > cache_rows
+    # with shrinking (and gradient reconstruction): the same dual, to the tolerance
+    kw["shrinking"] = True
+    a = _smo.solve_smo(lambda i: K[i], np.ones(len(yy)), yy, Cb, tol=1e-6, **kw)
+    b = _smo.solve_smo(lambda i: pytest.fail("rows requested"), np.ones(len(yy)), yy, Cb, tol=1e-6, features=XT,
+                       **kw)
+    np.testing.assert_allclose(a.alpha, b.alpha, atol=1e-4)
+    assert abs(a.objective - b.objective) < 1e-6 * abs(a.objective)
+
+
+def test_bad_features_are_refused():
+    with pytest.raises(ValueError, match=r"features must be a float32 or float64 array of shape \(d, 3\)"):
+        _smo.solve_smo(lambda i: None, np.ones(3), np.array([1.0, -1.0, 1.0]), np.ones(3),
+                       matvec=lambda r, c, v: None, cache_rows=3, features=np.ones((2, 4)))
+
+
+# -- working-set selection -----------------------------------------------------------------------------
+def _select_reference(F, side, QD, Ki, active, gmax, imax, eps):
+    """LIBSVM's WSS3 in its own terms (G = -y F), the last of equal candidates winning."""
+    jmin, obj_min, gmax2 = -1, np.inf, -np.inf
+    for t in active:
+        if side[t] & _smo._LOW:
+            gmax2 = max(gmax2, -F[t])
+            gd = gmax - F[t]
+            if gd > 0:
+                quad = QD[imax] + QD[t] - 2.0 * float(Ki[t])
+                od = -(gd * gd) / (quad if quad > 0 else _smo.TAU)
+                if od <= obj_min:
+                    jmin, obj_min = t, od
+    return (1, -1) if gmax + gmax2 < eps or jmin == -1 else (0, jmin)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_select_is_libsvm_wss3(seed):
+    rng = np.random.default_rng(seed)
+    n = 300
+    F = np.round(rng.normal(size=n), 1)  # many exactly equal values: ties decide by position
+    side = rng.integers(0, 4, size=n).astype(np.int8)
+    QD = np.where(rng.random(n) < 0.8, 1.0, rng.uniform(0.5, 2.0, size=n))
+    Ki = np.round(rng.uniform(-1, 1, size=n), 2).astype(np.float32)
+    Ki[rng.random(n) < 0.1] = 1.5  # non-positive curvature: LIBSVM's tau
+    active = rng.permutation(n)[: n - 20 * seed]
+    gmax, imax = _smo._max_up(F, side, active, len(active))
+    cache = Ki[None, :].copy()
+    slot_of = np.full(n, -1)
+    slot_of[imax] = 0
+    need = np.zeros(2, dtype=np.int64)
+    st = np.zeros(_smo._N_STATE, dtype=np.int64)
+    st[_smo._S_USED] = 1
+    code = _smo._select(F, side, QD, cache, slot_of, np.array([imax]), np.zeros(1, dtype=np.int64), active,
+                        len(active), 1e-3, st, need, np.empty((0, 0)), np.empty((3, 1)), gmax, imax)
+    up = [t for t in active if side[t] & _smo._UP]
+    assert imax == max((t for t in up if F[t] == max(F[up])), key=lambda t: list(active).index(t))
+    ref = _select_reference(F, side, QD, Ki, active, gmax, imax, 1e-3)
+    assert code == ref[0] and (code == 1 or need[1] == ref[1])
+
+
+# -- gradient reconstruction ----------------------------------------------------------------------------
+def test_reconstruction_from_cached_rows_and_matvec():
+    rng = np.random.default_rng(0)
+    n = 60
+    X, yy, XT, K = _problem(n=n)
+    Cb = np.ones(n)
+    alpha = np.where(rng.random(n) < 0.5, rng.uniform(0, 1, n), np.where(rng.random(n) < 0.5, 0.0, 1.0))
+    d = _smo._start(yy, Cb, np.ones(n), shrinking=True, max_iter=-1)
+    d.alpha[:] = alpha
+    Q = yy[:, None] * yy[None, :] * K.astype(np.float32).astype(np.float64)
+    G = Q @ alpha - 1.0
+    d.G_bar[:] = Q[:, alpha >= Cb] @ Cb[alpha >= Cb]
+    d.F[:] = -yy * G
+    d.active[:] = rng.permutation(n)
+    na = 35
+    inactive = d.active[na:]
+    d.F[inactive] = np.nan  # stale: must all be rewritten
+    d.st[_smo._S_ACTIVE] = na
+    c = _smo._RowCache(n, 10, np.float32)
+    free = np.flatnonzero((alpha > 0) & (alpha < Cb))
+    c.store(free[:6], K[free[:6]], -1, d.st)  # some free rows cached, the others from matvec
+    calls = []
+
+    def matvec(r, cols, v):
+        calls.append(len(cols))
+        return K.astype(np.float32).astype(np.float64)[np.ix_(r, cols)] @ v
+
+    _smo._reconstruct(d, matvec, c, np.empty((0, 0)), np.empty((3, 1)))
+    assert d.st[_smo._S_ACTIVE] == n and calls == [free.size - 6]
+    np.testing.assert_allclose(d.F, -yy * G, rtol=0, atol=1e-12)
+    # in-loop rows: every free row from the cache, computed where missing, no matvec
+    d.F[inactive] = np.nan
+    d.st[_smo._S_ACTIVE] = na
+    _smo._reconstruct(d, lambda *a: pytest.fail("matvec called"), _smo._RowCache(n, 8, np.float32), XT,
+                      np.empty((3, _smo._CHUNK)))
+    np.testing.assert_allclose(d.F, -yy * G, rtol=0, atol=1e-12)
+
+
+# -- the estimator: LIBSVM's iterations and support vectors ---------------------------------------------
+@pytest.mark.parametrize("d", [2, 9, 100])
+def test_iterations_and_support_equal_libsvm(d):
+    # d = 2, 9: kernel rows inside the loop; d = 100: rows in blocks from torch
+    X, y = make_classification(n_samples=800, n_features=d, n_informative=min(d, 5), n_redundant=0,
+                               flip_y=0.05, random_state=d)
+    for C in (0.5, 10.0):
+        ours, ref = KernelSVC(C=C).fit(X, y), SVC(C=C).fit(X, y)
+        np.testing.assert_array_equal(ours.n_iter_, ref.n_iter_)
+        np.testing.assert_array_equal(ours.support_, ref.support_)
+        assert np.abs(ours.decision_function(X) - ref.decision_function(X)).max() < 1e-6
+    f32 = KernelSVC(dtype="float32").fit(X, y)
+    assert len(np.setxor1d(f32.support_, SVC().fit(X, y).support_)) <= 2
