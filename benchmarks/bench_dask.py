@@ -5,8 +5,9 @@ alpha = 1e-6 n, M uniform centres, float32 tiles, ``--max-iter`` CG iterations (
 fit runs them all). Two measurements, each run once:
 
 * one fit in this process (torch with every core) and one on a ``LocalCluster`` of ``--workers``
-  single-threaded workers (X a Dask array of ``--partitions`` row chunks): time per CG iteration
-  (from the solver's INFO log records), iterations, fit time;
+  single-threaded workers (X a Dask array of ``--partitions`` row chunks, generated into the workers'
+  memory with ``persist`` before the fit, as X is in memory for the in-process fit): time per CG
+  iteration (from the solver's INFO log records), iterations, fit time;
 * the bare product ``K^T K v`` (the CG iteration's work), ``--reps`` times each way: median time,
   and the bytes one distributed product moves (v scattered to every worker, partial products,
   result to the client: :attr:`mercer.distributed.DaskKernelOperator.comm_bytes`).
@@ -103,6 +104,13 @@ def main(argv=None):
     from mercer.distributed import DaskKernelOperator
     from mercer.linalg import KernelOperator
 
+    # The same glibc settings in this process as the engine applies in its workers (mercer.distributed
+    # ._operator._keep_tiles_in_heap): without them the in-process side's tiles may be mapped afresh
+    # and its two threads serialise on page faults (its 2-thread product took 7.9 s in one run and
+    # 15.7 s in the next, one thread 14.3-14.8 s), and the ratio would flatter the cluster.
+    from mercer.distributed._operator import _keep_tiles_in_heap
+
+    _keep_tiles_in_heap()
     n, M = args.n, args.M
     parts = args.partitions or 4 * args.workers
     chunk = math.ceil(n / parts)
@@ -121,6 +129,7 @@ def main(argv=None):
     Z, kernel = model.centers_, model.kernel_
     v = torch.randn(M, 1, dtype=torch.float64)
     local = KernelOperator(kernel, torch.from_numpy(X), Z, memory_budget=1 << 30, max_tile_bytes=32 << 20)
+    local.kt_k_v(v, out_dtype=torch.float64)  # untimed, as the cluster's first product below
     t_local = median_time(lambda: local.kt_k_v(v, out_dtype=torch.float64), args.reps)
 
     t0 = time.perf_counter()
@@ -135,9 +144,18 @@ def main(argv=None):
         gen = [dask.delayed(synthetic, nout=2)(m, D, seed=i) for i, m in enumerate(sizes)]
         Xd = da.concatenate([da.from_delayed(g[0], (m, D), np.float32) for g, m in zip(gen, sizes)])
         yd = da.concatenate([da.from_delayed(g[1], (m,), np.float64) for g, m in zip(gen, sizes)])
+        # In the cluster's memory first, as X is in this process's for the in-process fit (a user's
+        # data read once with persist()); otherwise every pass of the fit's set-up regenerates it.
+        t0 = time.perf_counter()
+        Xd, yd = client.persist([Xd, yd])
+        distributed.wait([Xd, yd])
+        persist_s = time.perf_counter() - t0
         it_dask, n_dask, fit_dask, dmodel = timed_fit(mercer.NystroemKernelRidge(**params), Xd, yd)
         op = DaskKernelOperator(kernel, Xd, Z, client=client, memory_budget=1 << 30)
-        op.kt_k_v(v)  # partitions in place
+        with distributed.get_task_stream(client=client) as ts:
+            op.kt_k_v(v)  # partitions in place
+        ran = [t["worker"] for t in ts.data if str(t["key"]).startswith("_part_kt_k_v")]
+        print(f"product tasks per worker: {sorted(ran.count(w) for w in set(ran))}", flush=True)
         t_dask = median_time(lambda: op.kt_k_v(v, out_dtype=torch.float64), args.reps)
         comm = op.comm_bytes
         # Where the overhead goes: each partition's task timed on its worker, against the same
@@ -158,7 +176,8 @@ def main(argv=None):
         client.close()
         cluster.close()
 
-    print(f"LocalCluster start-up: {startup:.1f} s ({args.workers} workers x 1 thread, {parts} partitions)")
+    print(f"LocalCluster start-up: {startup:.1f} s ({args.workers} workers x 1 thread, {parts} partitions); "
+          f"X and y generated into the workers' memory (persist): {persist_s:.1f} s, not in the fit's time")
     print(f"{'':24s}{'in-process':>14s}{'dask':>14s}{'ratio':>8s}")
     print(f"{'fit: s / CG iteration':24s}{it_local:14.3f}{it_dask:14.3f}{it_dask / it_local:8.2f}")
     print(f"{'fit: iterations':24s}{n_local:14d}{n_dask:14d}")

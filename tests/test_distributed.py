@@ -157,6 +157,57 @@ def test_operator_products_equal_dense(in_force):
     np.testing.assert_allclose(op.kt_k().numpy(), K.T @ K, rtol=1e-12, atol=1e-12)
 
 
+def test_operator_spreads_its_tasks_over_the_workers(in_force):
+    """Partitions that all sit on one worker: each product's tasks still run 3 / 3 on the two workers
+    (every product waits for its busiest worker). The products equal the dense ones."""
+    import torch
+
+    from mercer.distributed import DaskKernelOperator
+    from mercer.kernels import RBF
+
+    X, _ = _data(600, d=3)
+    X = X.copy()
+    Z = torch.from_numpy(X[:11].copy())
+    k = RBF(gamma=0.5)
+    op = DaskKernelOperator(k, da.from_array(X, chunks=(100, -1)), Z, client=in_force, memory_budget=1 << 22)
+    workers = sorted(in_force.scheduler_info()["workers"])
+    op._parts = in_force.scatter([X[i:i + 100] for i in range(0, 600, 100)], workers=workers[:1], hash=False)
+    assert {w for ws in in_force.who_has(op._parts).values() for w in ws} == {workers[0]}
+    K = k(torch.from_numpy(X), Z).numpy()
+    v = np.random.default_rng(0).normal(size=(11, 1))
+    with distributed.get_task_stream(client=in_force) as ts:
+        np.testing.assert_allclose(op.kt_k_v(torch.from_numpy(v)).numpy(), K.T @ (K @ v), rtol=1e-12, atol=1e-12)
+    ran = [t["worker"] for t in ts.data if str(t["key"]).startswith("_part_kt_k_v")]
+    assert sorted(ran.count(w) for w in workers) == [3, 3]
+
+
+@pytest.mark.parametrize("make", [
+    lambda: mercer.RandomFeatureRidge(alpha=0.1, n_components=40, random_state=0, memory_budget=1 << 18),
+    lambda: mercer.ApproximateKernelPCA(n_components=3, n_features=30, gamma=0.1, random_state=0,
+                                        memory_budget=1 << 18),
+    lambda: mercer.KMeans(4, random_state=0, memory_budget=1 << 18),
+    lambda: mercer.KernelKMeans(4, approximation="nystroem", n_components=20, gamma=0.05, random_state=0,
+                                memory_budget=1 << 18),
+    lambda: mercer.approx.Nystroem(n_components=16, gamma=0.1, random_state=0, memory_budget=1 << 18),
+], ids=["RandomFeatureRidge", "ApproximateKernelPCA", "KMeans", "KernelKMeans", "Nystroem"])
+def test_streaming_estimators_with_the_cluster_in_force(in_force, make):
+    """The other estimators whose fit streams over samples: with a client in force, a Dask array's
+    partitions are computed by the cluster and read block by block; the fit equals the in-memory one
+    (1e-6), and its predict / transform of a Dask array is a Dask array with the in-memory values."""
+    X, y = _data(600, d=4)
+    ref, est = make(), make()
+    supervised = isinstance(ref, mercer.RandomFeatureRidge)
+    ref.fit(X, y) if supervised else ref.fit(X)
+    Xd = da.from_array(X, chunks=(137, -1))
+    est.fit(Xd, da.from_array(y, chunks=137)) if supervised else est.fit(Xd)
+    method = "predict" if hasattr(ref, "predict") and not hasattr(ref, "transform") or supervised else "transform"
+    out = getattr(est, method)(Xd)
+    assert isinstance(out, da.Array)
+    np.testing.assert_allclose(in_force.compute(out).result(), getattr(ref, method)(X), rtol=0, atol=1e-6)
+    if hasattr(ref, "labels_"):
+        np.testing.assert_array_equal(est.labels_, ref.labels_)
+
+
 @pytest.mark.slow
 def test_worker_killed_mid_fit_gives_the_undisturbed_fit(in_force, monkeypatch):
     """A worker process killed (SIGKILL) after 3 CG iterations: its partitions are recomputed from
