@@ -14,7 +14,7 @@ from mercer.kernels import RBF, Linear
 from mercer.models.svm import _smo
 from mercer.models.svm._svc import _INLOOP_MAX_FEATURES, _Rows
 
-_smo._loop()  # the compiled functions (numba) from here on
+_smo._jit("_run")  # the compiled functions (numba) from here on
 
 
 # -- kernel rows computed inside the loop -----------------------------------------------------------

@@ -23,6 +23,7 @@ same bits.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 
@@ -50,9 +51,9 @@ _SCATTER_TIMEOUT_S = 60
 
 #: glibc's ``mallopt`` parameters (malloc.h).
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
-_MALLOC_SET: list[bool] = []
 
 
+@functools.cache
 def _keep_tiles_in_heap() -> None:
     """Once per worker process: glibc serves blocks up to twice a tile from its heap and keeps up
     to eight tiles' worth of freed memory there (Linux; elsewhere nothing is done).
@@ -63,9 +64,6 @@ def _keep_tiles_in_heap() -> None:
     with that variable) took 22.0 s against 8.2-9.4 s with these settings; on the workers of a
     LocalCluster the tasks ran 2.4x slower per core than the same products in-process.
     """
-    if _MALLOC_SET:
-        return
-    _MALLOC_SET.append(True)
     try:
         import ctypes
 
@@ -181,9 +179,9 @@ class DaskKernelOperator:
         """Each partition's task's placement: ``workers=[address]`` (loosely: a lost worker's tasks
         run elsewhere), spreading the rows over the workers in proportion to their threads.
 
-        Every product waits for its busiest worker, and Dask leaves a computed chunk where it was
-        computed: 8 equal chunks on 2 workers sat 3 / 5 in one run (a product then takes 5/4 of the
-        balanced time). Partitions are assigned largest first to the least loaded worker (rows per
+        Every product waits for its busiest worker, and Dask runs a task where its partition lives,
+        wherever that chunk happened to be computed (or moved): 8 equal chunks on 2 workers sat 3 / 5
+        in one run (a product then takes 5/4 of the balanced time). Partitions are assigned largest first to the least loaded worker (rows per
         thread); a task whose partition sits elsewhere fetches it (one partition, milliseconds on a
         network, against seconds of compute). Moving the data instead, by a task restricted to the
         target, did not hold: work stealing moved such a short task back to the data. The plan is

@@ -33,13 +33,13 @@ import logging
 import math
 import os
 import threading
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import torch
 
 from .._backend import num_threads
+from .._jit import LazyJit
 from .._progress import task
 from ._passes import MIN_CLUSTERS_FOR_BOUNDS
 
@@ -77,33 +77,9 @@ _CHUNK_WORK = 2**21
 _MAX_CHUNKS = 64
 _MAX_CHUNK_BYTES = 16 * 2**20
 
-_COMPILED: dict[str, dict] = {}  # name -> numba options besides cache and nogil
-_COMPILE_LOCK = threading.Lock()
+_jit = LazyJit(globals())  # the compiled functions below, built on the first fit
+_POOL_LOCK = threading.Lock()
 _POOL: list[ThreadPoolExecutor] = []
-
-
-def _compiled(fn: Callable | None = None, **options):
-    """Marks a function that numba compiles on the first fit (see :func:`_kernel`), with
-    ``options`` (e.g. ``fastmath``) when given as ``@_compiled(...)``."""
-    if fn is None:
-        return lambda f: _compiled(f, **options)
-    _COMPILED[fn.__name__] = options
-    return fn
-
-
-def _kernel(name: str) -> Callable:
-    """The numba dispatcher of the :func:`_compiled` function ``name``; the first call imports numba
-    and turns every marked function of this module into a dispatcher (machine code from numba's
-    on-disk cache when it is there)."""
-    namespace = globals()
-    with _COMPILE_LOCK:
-        if not hasattr(namespace[name], "py_func"):
-            from numba import njit
-
-            for fn, options in _COMPILED.items():
-                if not hasattr(namespace[fn], "py_func"):
-                    namespace[fn] = njit(cache=True, nogil=True, **options)(namespace[fn])
-    return namespace[name]
 
 
 def uses_gemm(k: int, d: int) -> bool:
@@ -151,7 +127,7 @@ def _pool(threads: int) -> ThreadPoolExecutor | None:
     """A process-wide pool of at least ``threads - 1`` workers (the calling thread is the other)."""
     if threads <= 1:
         return None
-    with _COMPILE_LOCK:
+    with _POOL_LOCK:
         if not _POOL or _POOL[0]._max_workers < threads - 1:
             if _POOL:
                 _POOL.pop().shutdown(wait=False)
@@ -161,7 +137,7 @@ def _pool(threads: int) -> ThreadPoolExecutor | None:
 
 
 # -- compiled kernels ------------------------------------------------------------------------------
-@_compiled(fastmath={"reassoc", "contract"})
+@_jit.mark(fastmath={"reassoc", "contract"})
 def _sq_dist(x, c):
     """``|x - c|^2`` by subtraction, summed in float64 (in any order: the sum vectorises)."""
     s = 0.0
@@ -171,7 +147,7 @@ def _sq_dist(x, c):
     return s
 
 
-@_compiled
+@_jit.mark
 def _check(X, C, move, half_sep, margin, labels, u, l, lo, hi, first, bounds, todo):
     """Moves the bounds of the rows ``lo:hi`` by the centres' last shifts and lists in ``todo``
     the rows whose label they do not prove (every row when ``first`` or not ``bounds``); returns
@@ -198,7 +174,7 @@ def _check(X, C, move, half_sep, margin, labels, u, l, lo, hi, first, bounds, to
     return m
 
 
-@_compiled
+@_jit.mark
 def _keep_two(j, vals, m, m1, m2, i1):
     """Running two smallest of ``vals[:m]`` over the centres seen so far (``j``: this centre; the
     first index is kept on ties): a loop over the points, vectorised."""
@@ -210,7 +186,7 @@ def _keep_two(j, vals, m, m1, m2, i1):
         m1[p] = min(a, v)
 
 
-@_compiled
+@_jit.mark
 def _exact_two(x, C):
     """The closest centre to ``x`` (first index on ties) and the two smallest squared distances,
     each by subtraction."""
@@ -228,7 +204,7 @@ def _exact_two(x, C):
     return b, d1, d2
 
 
-@_compiled
+@_jit.mark
 def _write(X, x_sq, w, C, tie, tie_c, todo, m, labels, u, l, bounds, m1, m2, i1, dsums, dweights, dmembers):
     """Labels (and bounds) of the rows ``todo[:m]`` from their two smallest ``|c|^2 - 2 x.c``; a
     row whose two are closer than the round-off of the expansion (``tie |x|^2 + tie_c``) is settled
@@ -269,7 +245,7 @@ def _write(X, x_sq, w, C, tie, tie_c, todo, m, labels, u, l, bounds, m1, m2, i1,
     return changed
 
 
-@_compiled
+@_jit.mark
 def _settle(X, x_sq, w, C, Ct2, c_sq, tie, tie_c, todo, n_todo, labels, u, l, bounds, XT, acc, m1, m2, i1, dsums,
             dweights, dmembers):
     """Closest centres of the rows ``todo[:n_todo]`` (:func:`_write`), in blocks of
@@ -303,7 +279,7 @@ def _settle(X, x_sq, w, C, Ct2, c_sq, tie, tie_c, todo, n_todo, labels, u, l, bo
     return changed
 
 
-@_compiled
+@_jit.mark
 def _settle_columns(DT, X, x_sq, w, C, tie, tie_c, todo, labels, u, l, bounds, m1, m2, i1, dsums, dweights,
                     dmembers):
     """As :func:`_settle` for the rows ``todo[:DT.shape[1]]`` whose ``|c|^2 - 2 x.c`` are the
@@ -318,14 +294,14 @@ def _settle_columns(DT, X, x_sq, w, C, tie, tie_c, todo, labels, u, l, bounds, m
     return _write(X, x_sq, w, C, tie, tie_c, todo, m, labels, u, l, bounds, m1, m2, i1, dsums, dweights, dmembers)
 
 
-@_compiled
+@_jit.mark
 def _own_sq(X, C, labels, lo, hi, out):
     """``out[i] = |x_i - c_{labels_i}|^2`` (by subtraction) for the rows ``lo:hi``."""
     for i in range(lo, hi):
         out[i] = _sq_dist(X[i], C[labels[i]])
 
 
-@_compiled
+@_jit.mark
 def _geometry(C, Ct2, c_sq, half_sep):
     """For the centres ``C``: ``Ct2 = -2 C^T``, ``c_sq = |c|^2`` and half the distance from each
     centre to its nearest other centre (``half_sep``)."""
@@ -344,7 +320,7 @@ def _geometry(C, Ct2, c_sq, half_sep):
             half_sep[m] = min(half_sep[m], h)
 
 
-@_compiled
+@_jit.mark
 def _means(sums, weights, members, C, C_new, move):
     """``C_new``: the means ``sums / weights`` (the old centre where no member has a weight);
     ``move``: each centre's shift, the two largest and the index of the largest. Returns the
@@ -441,10 +417,10 @@ class _State:
     def run_pass(self, first: bool, bounds: bool) -> int:
         """Labels and bounds of every row for the current centres, the clusters' sums updated;
         returns how many labels changed."""
-        _kernel("_geometry")(self.C, self.Ct2, self.c_sq, self.half_sep)
+        _jit("_geometry")(self.C, self.Ct2, self.c_sq, self.half_sep)
         tie_c = self.margin_sq * float(self.c_sq.max())  # the expansion's round-off: margin_sq (|x|^2 + max |c|^2)
         margin = math.sqrt(self.margin_sq * self.data_sq + tie_c)
-        check, settle = _kernel("_check"), _kernel("_settle")
+        check, settle = _jit("_check"), _jit("_settle")
         every = first or not bounds  # every row is recomputed: GEMM blocks are slices of X
 
         def job(c, t):
@@ -485,7 +461,7 @@ class _State:
         Xt, C = torch.from_numpy(self.X), torch.from_numpy(self.C)
         c_sq = torch.from_numpy(self.c_sq)[:, None]
         idx = torch.from_numpy(todo)
-        settle = _kernel("_settle_columns")
+        settle = _jit("_settle_columns")
         changed, first_row, step = 0, int(todo[0]), self.gemm_rows
         for s in range(0, todo.size, step):
             e = min(s + step, todo.size)
@@ -499,7 +475,7 @@ class _State:
     def own_sq(self) -> np.ndarray:
         """``|x_i - c_{labels_i}|^2`` of every row (by subtraction)."""
         out = np.empty(self.X.shape[0])
-        own = _kernel("_own_sq")
+        own = _jit("_own_sq")
         self._drain(lambda c, t: own(self.X, self.C, self.labels, *self.chunks[c], out), list(range(len(self.chunks))))
         return out
 
@@ -525,7 +501,7 @@ class _State:
                 weights[e] = wf
                 members[e] = wf != 0
         C_new = np.empty_like(self.C)
-        shift = _kernel("_means")(sums, weights, members, self.C, C_new, self.move)
+        shift = _jit("_means")(sums, weights, members, self.C, C_new, self.move)
         self.C = C_new
         return shift
 

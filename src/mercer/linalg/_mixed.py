@@ -47,8 +47,8 @@ DIAG_ROWS = 256
 FILL_ROWS = 1024
 #: Cap on one tile of the Gram matrix, its inputs and scratch included: the kernel's passes over
 #: the tile (clamp, exp, the copies into the matrices) then run in the larger caches -- the lower
-#: triangle for 5,000 points in d = 8 took 0.04 s in such tiles, 0.17 s in ``KernelOperator.dense``'s
-#: 128 MiB ones (one core).
+#: triangle for 5,000 points in d = 8 took 0.04 s in such tiles, 0.17 s in 128 MiB ones (one core;
+#: ``KernelOperator.dense(lower_only=True)`` fills its triangle with these tiles too).
 FILL_TILE_BYTES = 32 << 20
 #: Bytes of a row block's column chunk in :func:`symmetric_matvec`: read for its rows' product and
 #: again, transposed, for the rows above, preferably from cache; larger chunks mean fewer calls

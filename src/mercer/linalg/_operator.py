@@ -15,6 +15,7 @@ import torch
 from ..kernels import Kernel
 from ..sources import RowSource
 from ._blocking import BlockPlan, MemoryBudgetError, default_memory_budget, format_bytes, plan_blocks, row_blocks
+from ._mixed import fill_lower_gram, gram_tile_plan
 
 __all__ = ["KernelOperator"]
 
@@ -305,17 +306,16 @@ class KernelOperator:
         t0 = time.perf_counter()
         out = torch.empty(n, m, dtype=self.dtype, device=self.device)
         # Tiles within the remaining budget: rows of the output are already paid for.
-        plan = plan_blocks(n, m, 1 if self.kernel.is_precomputed else self.X.shape[1],
-                           itemsize=self.X.element_size(), budget=max(self.budget - n * m * self.X.element_size(), 1),
-                           scratch=self.kernel.scratch(self.X.shape[1]))
-        br = plan.row_block
-        bc = plan.col_block
-        lower_only = lower_only and self.symmetric
-        for r in row_blocks(n, br, desc="kernel matrix"):
-            width = r.stop if lower_only else m  # tiles right of the diagonal are never read
-            for j in range(0, width, bc):
-                c = slice(j, min(j + bc, width))
-                out[r, c] = self.tile(r, c)
+        d = 1 if self.kernel.is_precomputed else self.X.shape[1]
+        budget, item, scratch = max(self.budget - need, 1), self.X.element_size(), self.kernel.scratch(self.X.shape[1])
+        if lower_only and self.symmetric:  # cache-sized tiles along the triangle, as the exact ridge's Gram
+            fill_lower_gram(self, gram_tile_plan(n, d, itemsize=item, budget=budget, scratch=scratch), out)
+        else:
+            plan = plan_blocks(n, m, d, itemsize=item, budget=budget, scratch=scratch)
+            for r in row_blocks(n, plan.row_block, desc="kernel matrix"):
+                for j in range(0, m, plan.col_block):
+                    c = slice(j, min(j + plan.col_block, m))
+                    out[r, c] = self.tile(r, c)
         if time.perf_counter() - t0 > 1.0:
             log.info("kernel matrix %d x %d computed in %.1f s", n, m, time.perf_counter() - t0)
         return out

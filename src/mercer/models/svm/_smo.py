@@ -29,13 +29,13 @@ LIBSVM's, and a blocked kernel product (by the caller) for the others.
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
+from ..._jit import LazyJit
 from ..._progress import task
 
 __all__ = ["SMOResult", "solve_smo"]
@@ -55,38 +55,12 @@ _CONVERGED, _NEED_ROW, _MAX_ITER, _RECONSTRUCT, _RECONSTRUCT_FINAL = 0, 1, 2, 3,
 _N_STATE = 11
 
 
-#: the functions of the compiled loop, in the order they are defined (``_run`` calls the others),
-#: with their numba options
-_COMPILED: dict[str, dict] = {}
-_COMPILE_LOCK = threading.Lock()
+#: the functions of the compiled loop (``_run`` calls the others), compiled on the first solve
+_jit = LazyJit(globals())
 #: Floating-point licence of the in-loop exponential: contraction into FMAs and no NaN/inf checks,
 #: but no reassociation (``_exp_chunk`` rounds with ``x + 1.5 * 2**52 - 1.5 * 2**52``, which
 #: reassociation would fold away).
 _EXP_FLAGS = {"nnan", "ninf", "nsz", "contract", "arcp"}
-
-
-def _compiled(fn: Callable | None = None, **options) -> Callable:
-    """Marks a function of the loop: numba compiles it, on the first solve (see :func:`_loop`)."""
-    def mark(f: Callable) -> Callable:
-        _COMPILED[f.__name__] = options
-        return f
-    return mark(fn) if fn is not None else mark
-
-
-def _loop() -> Callable:
-    """The loop ``_run`` as a numba dispatcher. The first call imports numba and turns every
-    :func:`_compiled` function of this module into a dispatcher (``_run`` finds ``_select`` and
-    ``_shrink`` as dispatchers when numba compiles it, on its first call); the machine code comes
-    from numba's on-disk cache when it is there (``cache=True``)."""
-    namespace = globals()
-    with _COMPILE_LOCK:
-        if not hasattr(namespace["_run"], "py_func"):
-            from numba import njit
-
-            for name, options in _COMPILED.items():
-                if not hasattr(namespace[name], "py_func"):
-                    namespace[name] = njit(cache=True, nogil=True, **options)(namespace[name])
-    return namespace["_run"]
 
 
 # -- kernel rows computed inside the loop (RBF, few features) ---------------------------------------
@@ -107,7 +81,7 @@ _P2, _P3, _P4, _P5, _P6, _P7 = _F(1 / 2), _F(1 / 6), _F(1 / 24), _F(1 / 120), _F
 _CHUNK = 512
 
 
-@_compiled(fastmath=_EXP_FLAGS)
+@_jit.mark(fastmath=_EXP_FLAGS)
 def _exp_chunk64(v, buf):
     """``v[:] = exp(-v)`` for ``v >= 0`` (float64); ``buf``: scratch of ``v``'s length."""
     m = v.shape[0]
@@ -126,7 +100,7 @@ def _exp_chunk64(v, buf):
         v[t] *= buf[t]
 
 
-@_compiled(fastmath=_EXP_FLAGS)
+@_jit.mark(fastmath=_EXP_FLAGS)
 def _exp_chunk32(v, buf):
     """``v[:] = exp(-v)`` for ``v >= 0`` (float32, every constant float32); ``buf``: scratch."""
     m = v.shape[0]
@@ -146,7 +120,7 @@ def _exp_chunk32(v, buf):
         v[t] *= buf[t]
 
 
-@_compiled(fastmath=_EXP_FLAGS)
+@_jit.mark(fastmath=_EXP_FLAGS)
 def _rbf_row(XT, i, out, scratch):
     """``out[t] = exp(-|x_i - x_t|^2)`` for every sample t, the features ``XT`` (d, n) scaled by
     sqrt(gamma) beforehand; chunks of ``scratch.shape[1]`` entries (``scratch``: (3, chunk))."""
@@ -175,7 +149,7 @@ def _rbf_row(XT, i, out, scratch):
             o[t] = acc[t]
 
 
-@_compiled
+@_jit.mark
 def _new_slot(i, protect, slot_of, owner, last_used, st):
     """The cache slot for row ``i``: a never-used one while any is left, else the least recently
     used, never slot ``protect`` (the other row of the pair); advances the clock."""
@@ -199,7 +173,7 @@ def _new_slot(i, protect, slot_of, owner, last_used, st):
     return s
 
 
-@_compiled
+@_jit.mark
 def _row(i, protect, cache, slot_of, owner, last_used, st, XT, scratch):
     """Slot of kernel row ``i``, computed here when missing and ``XT`` holds the features (RBF);
     -1 when missing and the caller must compute it."""
@@ -213,7 +187,7 @@ def _row(i, protect, cache, slot_of, owner, last_used, st, XT, scratch):
     return s
 
 
-@_compiled
+@_jit.mark
 def _subtract_free_rows(F, coef, free, cols, cache, slot_of, owner, last_used, st, XT, scratch, done):
     """``F[cols] -= coef[r] * K[free[r], cols]`` for each row the cache holds (or, with in-loop
     rows, computes): LIBSVM's reconstruction from its kernel cache. ``done[r]``: row r was used."""
@@ -234,7 +208,7 @@ def _subtract_free_rows(F, coef, free, cols, cache, slot_of, owner, last_used, s
 _UP, _LOW = 1, 2
 
 
-@_compiled
+@_jit.mark
 def _set_side(t, y, alpha, Cb, side):
     below = alpha[t] < Cb[t]
     above = alpha[t] > 0
@@ -244,7 +218,7 @@ def _set_side(t, y, alpha, Cb, side):
         side[t] = (_UP if above else 0) | (_LOW if below else 0)
 
 
-@_compiled
+@_jit.mark
 def _max_up(F, side, active, n_active):
     """The largest ``F`` on I_up and its sample (the last of equal ones, in active order)."""
     gmax = -np.inf
@@ -258,7 +232,7 @@ def _max_up(F, side, active, n_active):
     return gmax, imax
 
 
-@_compiled
+@_jit.mark
 def _select(F, side, QD, cache, slot_of, owner, last_used, active, n_active, eps, st, need, XT, scratch,
             gmax, imax):
     """WSS3 (Fan, Chen & Lin 2005), given ``i = imax``, the maximal violator on I_up (value ``gmax``).
@@ -300,7 +274,7 @@ def _select(F, side, QD, cache, slot_of, owner, last_used, active, n_active, eps
     return 0
 
 
-@_compiled
+@_jit.mark
 def _shrink(F, side, active, st, eps):
     """LIBSVM's do_shrinking. Returns True when the caller must reconstruct the gradient first."""
     n = F.shape[0]
@@ -337,7 +311,7 @@ def _shrink(F, side, active, st, eps):
     return False
 
 
-@_compiled
+@_jit.mark
 def _run(y, F, G_bar, alpha, Cb, QD, side, cache, slot_of, owner, last_used, active, st, eps, need, XT, scratch):
     """Iterate until converged / a row is missing / a reconstruction is needed / max_iter."""
     n = y.shape[0]
@@ -649,7 +623,7 @@ def solve_smo(rows: Callable[[np.ndarray], np.ndarray], diag: np.ndarray, y: np.
     args = (d.y, d.F, d.G_bar, d.alpha, d.Cb, d.QD, d.side, c.cache, c.slot_of, c.owner, c.last_used, d.active,
             d.st, float(tol), d.need, XT, scratch)
     converged = True
-    run = _loop()
+    run = _jit("_run")
     bar = task("SMO", unit="it")  # objective: approximate while shrinking (stale gradients)
     while True:
         code = run(*args)
