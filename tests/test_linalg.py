@@ -119,6 +119,58 @@ def test_operator_does_not_modify_inputs(data):
     assert torch.equal(X, X0) and torch.equal(Z, Z0)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_kept_matrix_gives_the_same_products(data, dtype):
+    """keep_bytes: the first full pass keeps K; every later product reads it and equals, bit for bit,
+    the product of an operator that recomputes its tiles (same tiles, same order), shift included."""
+    X, Z = (a.to(dtype) for a in data)
+    k = RBF(gamma=0.3)
+    budget = 60_000 if dtype == torch.float32 else 100_000
+    fresh = KernelOperator(k, X, Z, memory_budget=budget, n_rhs=2)
+    kept = KernelOperator(k, X, Z, memory_budget=budget, n_rhs=2, keep_bytes=301 * 97 * X.element_size())
+    assert fresh.plan.full_width and fresh.plan.row_block < 301  # several row blocks
+    v = torch.randn(97, 2, dtype=torch.float64)
+    u = torch.randn(301, 2, dtype=dtype)
+    assert not kept.kept
+    assert torch.equal(kept.rmatvec(u, out_dtype=torch.float64), fresh.rmatvec(u, out_dtype=torch.float64))
+    assert kept.kept  # the pass ran to its end
+    shift = k(X, Z).mean(0)
+    fresh.shift = kept.shift = shift  # subtracted from the kept matrix as from each fresh tile
+    for _ in range(2):
+        assert torch.equal(kept.kt_k_v(v, out_dtype=torch.float64), fresh.kt_k_v(v, out_dtype=torch.float64))
+    assert torch.equal(kept.matvec(v.to(dtype)), fresh.matvec(v.to(dtype)))
+    assert torch.equal(kept.rmatvec(u), fresh.rmatvec(u))
+    assert torch.equal(kept.kt_k(out_dtype=torch.float64), fresh.kt_k(out_dtype=torch.float64))
+    Kc = k(X, Z) - shift
+    torch.testing.assert_close(kept.matvec(v.to(dtype)), Kc @ v.to(dtype))
+    kept.shift = fresh.shift = 2 * shift  # a second shift: the kept matrix is dropped and recomputed
+    assert not kept.kept
+    assert torch.equal(kept.matvec(v.to(dtype)), fresh.matvec(v.to(dtype)))
+    assert kept.kept
+    assert torch.equal(X, data[0].to(dtype)) and torch.equal(Z, data[1].to(dtype))
+
+
+def test_kept_matrix_only_when_it_fits_and_the_pass_ends(data):
+    X, Z = data
+    v = torch.ones(97, dtype=torch.float64)
+    small = KernelOperator(RBF(), X, Z, keep_bytes=301 * 97 * 8 - 1)
+    small.matvec(v)
+    assert not small.kept  # one entry short of the bytes it may keep
+    split = KernelOperator(RBF(), X, Z, memory_budget=3_000, keep_bytes=10**9)
+    split.kt_k_v(v)
+    assert not split.plan.full_width and not split.kept  # tiles split columns: nothing is kept
+    K = RBF()(X)
+    pre = KernelOperator(Precomputed(), K, keep_bytes=10**9)
+    pre.matvec(torch.ones(301, dtype=torch.float64))
+    assert not pre.kept  # a precomputed matrix is the user's already
+    op = KernelOperator(RBF(), X, Z, memory_budget=100_000, keep_bytes=10**9)
+    assert op.plan.full_width and op.plan.row_block < 301
+    rows = op._full_rows()
+    next(rows)
+    rows.close()  # an interrupted pass (an error, Ctrl-C) keeps nothing
+    assert not op.kept
+
+
 # -- Cholesky -------------------------------------------------------------------------------
 
 def test_cholesky_solves(data):

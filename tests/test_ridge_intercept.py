@@ -149,6 +149,39 @@ def test_nystroem_centred_operator_products_equal_dense_centred_matrix():
     torch.testing.assert_close(op.rmatvec(w), Kc.T @ w)
 
 
+@pytest.mark.parametrize("fit_intercept", [True, False])
+def test_nystroem_cg_keeps_k_nm_when_it_fits_and_fits_the_same_model(offset_data, monkeypatch, fit_intercept):
+    """CG keeps K_nM in memory when it fits half the budget its M x M matrices leave (the first pass, which also gives
+    K^T W y and the column means, fills it; the intercept's shift is applied to it in place): the
+    same model, bit for bit, as a fit that recomputes every tile."""
+    from mercer.linalg import KernelOperator
+    from mercer.models.ridge import _nystroem
+
+    ops, keep = [], {"on": True}
+
+    class Spy(KernelOperator):
+        def __init__(self, *a, keep_bytes=0, **kw):
+            super().__init__(*a, keep_bytes=keep_bytes if keep["on"] else 0, **kw)
+            ops.append(self)
+
+    monkeypatch.setattr(_nystroem, "KernelOperator", Spy)
+    X, y, Xt, _ = offset_data
+    w = np.linspace(0.5, 2.0, len(y))
+    kw = dict(fit_intercept=fit_intercept, alpha=0.5, gamma=0.1, n_centers=60, solver="cg", dtype="float64",
+              tol=1e-10, random_state=0)
+    kept = NystroemKernelRidge(**kw).fit(X, y, sample_weight=w)
+    assert ops[-1].kept and kept.n_iter_[0] > 3
+    keep["on"] = False
+    recomputed = NystroemKernelRidge(**kw).fit(X, y, sample_weight=w)
+    assert not ops[-1].kept
+    np.testing.assert_array_equal(kept.coef_, recomputed.coef_)
+    np.testing.assert_array_equal(kept.intercept_, recomputed.intercept_)
+    keep["on"] = True
+    small = NystroemKernelRidge(memory_budget=300_000, **kw).fit(X, y, sample_weight=w)
+    assert not ops[-1].kept  # 141 KiB of K_nM, more than half the budget left by the 60 x 60 factors
+    np.testing.assert_allclose(kept.predict(Xt), small.predict(Xt), rtol=1e-9)
+
+
 def test_nystroem_classifier_intercept_equals_kernel_ridge_classifier(breast_cancer):
     X, y = breast_cancer
     X = (X - X.mean(0)) / X.std(0)
