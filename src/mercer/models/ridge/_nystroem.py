@@ -12,9 +12,11 @@ solved by conjugate gradient with FALKON's preconditioner (Rudi, Carratino & Ros
 ``A^{-T} (T^{-T} K_nM^T W K_nM T^{-1} / n + lambda I) A^{-1}``, whose condition number stays
 small when ``K_nM^T K_nM ~ (n / M) K_MM^2`` (uniform centres); the preconditioner is
 :class:`~mercer.linalg.FalkonPreconditioner`, and the solver sees only its products and the
-operator's ``K_nM^T W K_nM v`` (:meth:`~mercer.linalg.KernelOperator.kt_k_v`). Each iteration computes the
-``n x M`` kernel matrix tile by tile through :class:`~mercer.linalg.KernelOperator` and never
-stores it: memory is O(n d + M^2), time O(n M d) per iteration. Tiles are float32 by default
+operator's ``K_nM^T W K_nM v`` (:meth:`~mercer.linalg.KernelOperator.kt_k_v`). The ``n x M`` kernel
+matrix is computed tile by tile through :class:`~mercer.linalg.KernelOperator`: when it fits half the
+memory budget left by the M x M matrices, the first pass keeps it and every iteration reads it (two
+passes over memory, O(n M)); otherwise each iteration recomputes it and memory stays O(n d + M^2)
+(time O(n M d) per iteration). Tiles are float32 by default
 (twice the speed), and everything else -- the two M x M factors, the CG vectors, the sums of
 the tiles' partial products -- is float64.
 """
@@ -331,8 +333,9 @@ _PARAMS_DOC = """
     centers : {"uniform", "kmeans++", "kmeans", "leverage", "greedy"} or array, default="uniform"
         Centre selection rule (see :class:`mercer.approx.Nystroem`), or the centres themselves.
     solver : {"auto", "cg", "direct"}, default="auto"
-        "cg": FALKON-preconditioned conjugate gradient, K_nM recomputed every iteration (memory
-        O(n d + M^2), time O(n M d) per iteration). "direct": ``K_nM^T W K_nM`` formed in float64 in one
+        "cg": FALKON-preconditioned conjugate gradient; K_nM is kept in memory when it fits half the
+        budget its M x M matrices leave (each iteration then reads it: time O(n M)), else recomputed
+        every iteration (memory O(n d + M^2), time O(n M d) per iteration). "direct": ``K_nM^T W K_nM`` formed in float64 in one
         pass over the tiles and the M x M system solved by Cholesky (time O(n M^2), exact, robust to
         ill-conditioning). "auto": direct up to ``direct_max_centers(d)`` = 1050 + 16.5 d centres (when its three M x M
         float64 matrices fit the budget), else CG.
