@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from mercer.kernels import RBF
-from mercer.linalg import KernelOperator, MemoryBudgetError, observe_blocks, plan_rows, row_blocks
+from mercer.linalg import KernelOperator, MemoryBudgetError, observe_blocks, plan_blocks, plan_rows, row_blocks
 
 
 @pytest.mark.parametrize("n, per_row, budget, fixed, expected", [
@@ -78,3 +78,19 @@ def test_an_observer_can_stop_a_loop_between_blocks():
     with observe_blocks(stop), pytest.raises(KeyboardInterrupt):
         op.kt_k_v(torch.ones(300, dtype=torch.float64))
     assert calls[-1] < 300  # stopped after the block that crossed 100 rows
+
+
+def test_product_tiles_hold_a_fixed_share_per_thread_and_span_full_rows():
+    from mercer.linalg import PRODUCT_TILE_BYTES_PER_THREAD, product_tile_bytes
+
+    for m, d, item, threads in [(5000, 8, 4, 1), (5000, 8, 8, 2), (10_000, 28, 4, 2), (5000, 784, 4, 2), (1000, 4, 8, 16)]:
+        cap = product_tile_bytes(m, d, itemsize=item, threads=threads)
+        plan = plan_blocks(10**6, m, d, itemsize=item, budget=1 << 34, max_tile_bytes=cap)
+        assert plan.full_width
+        kernel_part = plan.row_block * m * item
+        assert kernel_part <= PRODUCT_TILE_BYTES_PER_THREAD * threads < kernel_part + m * item  # the rows that fit
+    # at d = 784 the centres alone (15.7 MB) exceed two threads' share: a plain 16 MiB cap splits the columns
+    assert not plan_blocks(10**6, 5000, 784, itemsize=4, budget=1 << 34, max_tile_bytes=16 << 20).full_width
+    # a very wide matrix still gets MIN_ROWS full-width rows
+    cap = product_tile_bytes(10**6, 8, itemsize=8, threads=1)
+    assert plan_blocks(10**7, 10**6, 8, itemsize=8, budget=1 << 40, max_tile_bytes=cap).row_block == 64

@@ -38,8 +38,9 @@ log = logging.getLogger(__name__)
 
 #: Partial products summed per task of the tree.
 _FAN_IN = 4
-#: Cap on one kernel tile inside a task (as the in-process Nyström operator: the tile is read
-#: twice per product and the second read should come from cache).
+#: Cap on one kernel tile inside a task, for glibc's settings (``_keep_tiles_in_heap``); the tiles
+#: themselves are sized as the in-process Nyström operator's (``max_tile_bytes="product"``: 8 MiB
+#: of kernel values per worker thread, read twice per product, the second time from cache).
 _MAX_TILE_BYTES = 32 << 20
 #: A product interrupted by a lost worker (a broken connection while scattering) is run again this
 #: many times, each after waiting (at most ``_WAIT_WORKERS_S``) for a worker to be there.
@@ -95,8 +96,7 @@ def _local_operator(block: np.ndarray, kernel, Z: np.ndarray, budget: int, n_rhs
     if not np.isfinite(block).all():
         raise ValueError("X contains NaN or infinity (in a Dask partition); mercer needs finite inputs.")
     Xt = torch.from_numpy(np.ascontiguousarray(block, dtype=Z.dtype))
-    op = KernelOperator(kernel, Xt, torch.from_numpy(Z), memory_budget=budget, n_rhs=n_rhs,
-                        max_tile_bytes=_MAX_TILE_BYTES)
+    op = KernelOperator(kernel, Xt, torch.from_numpy(Z), memory_budget=budget, n_rhs=n_rhs, max_tile_bytes="product")
     op.shift = None if shift is None else torch.from_numpy(shift)
     return op
 

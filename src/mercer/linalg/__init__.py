@@ -1,7 +1,8 @@
 """Everything that touches a large matrix: planning, blocked kernel products, factorisations."""
 
-from ._blocking import (MAX_TILE_BYTES, BlockPlan, MemoryBudgetError, available_memory, default_memory_budget,
-                        format_bytes, observe_blocks, plan_blocks, plan_rows, row_blocks)
+from ._blocking import (MAX_TILE_BYTES, PRODUCT_TILE_BYTES_PER_THREAD, BlockPlan, MemoryBudgetError, available_memory,
+                        default_memory_budget, format_bytes, observe_blocks, plan_blocks, plan_rows, product_tile_bytes,
+                        row_blocks)
 from ._cg import CGResult, CGState, conjugate_gradient
 from ._engines import distributed_engine, register_engine
 from ._eig import DENSE_SERIAL_MAX_N, ConvergenceWarning, EigResult, auto_method, nystrom_start, top_eigenpairs
@@ -17,6 +18,7 @@ from ._stream import STREAMED_METHODS, StreamedMethodsMixin, map_rows, source_to
 __all__ = [
     "DENSE_SERIAL_MAX_N",
     "MAX_TILE_BYTES",
+    "PRODUCT_TILE_BYTES_PER_THREAD",
     "BlockPlan",
     "CGResult",
     "CGState",
@@ -50,6 +52,7 @@ __all__ = [
     "observe_blocks",
     "plan_blocks",
     "plan_rows",
+    "product_tile_bytes",
     "register_engine",
     "row_blocks",
     "source_rows",

@@ -14,13 +14,17 @@ import torch
 
 from ..kernels import Kernel
 from ..sources import RowSource
-from ._blocking import BlockPlan, MemoryBudgetError, default_memory_budget, format_bytes, plan_blocks, row_blocks
+from ._blocking import (BlockPlan, MemoryBudgetError, default_memory_budget, format_bytes, plan_blocks,
+                        product_tile_bytes, row_blocks)
 from ._mixed import fill_lower_gram, gram_tile_plan
 
 __all__ = ["KernelOperator"]
 
 log = logging.getLogger(__name__)
 
+
+#: Tiles of repeated products on a GPU (``max_tile_bytes="product"``).
+_GPU_PRODUCT_TILE_BYTES = 32 << 20
 
 #: Input bytes read from a source at once (several row blocks of tiles).
 _READ_BYTES = 32 << 20
@@ -69,8 +73,10 @@ class KernelOperator:
         Bytes one tile may use; default from :func:`default_memory_budget` for X's device.
     n_rhs : int
         Number of right-hand sides the tiles are planned for.
-    max_tile_bytes : int or None, optional
-        Cap on one tile (default: the planner's ``MAX_TILE_BYTES``; ``None``: only the budget).
+    max_tile_bytes : int, None or "product", optional
+        Cap on one tile (default: the planner's ``MAX_TILE_BYTES``; ``None``: only the budget;
+        ``"product"``: tiles sized for repeated ``K^T K v`` products, on the CPU
+        :func:`~mercer.linalg.product_tile_bytes` at torch's thread count, 32 MiB on a GPU).
     keep_bytes : int, default=0
         Memory the operator may spend on keeping the whole matrix between products: when its
         ``n x m`` entries fit (and tiles span full rows), the first full pass copies its tiles into
@@ -81,7 +87,7 @@ class KernelOperator:
     """
 
     def __init__(self, kernel: Kernel, X, Z: torch.Tensor | None = None, *,
-                 memory_budget: int | None = None, n_rhs: int = 1, max_tile_bytes: int | None = -1,
+                 memory_budget: int | None = None, n_rhs: int = 1, max_tile_bytes: int | str | None = -1,
                  keep_bytes: int = 0):
         if not isinstance(kernel, Kernel):
             raise TypeError(f"KernelOperator expects a mercer kernel; got {kernel!r}.")
@@ -98,6 +104,11 @@ class KernelOperator:
         self.symmetric = Z is None or Z is X
         self.budget = default_memory_budget(self.device, memory_budget)
         n, d = self.shape[0], self._n_features
+        if max_tile_bytes == "product":
+            d_eff, item = 1 if kernel.is_precomputed else d, (self.Z if X is None else X).element_size()
+            max_tile_bytes = _GPU_PRODUCT_TILE_BYTES if self.device.type != "cpu" else product_tile_bytes(
+                self.Z.shape[0], d_eff, itemsize=item, threads=torch.get_num_threads(), scratch=kernel.scratch(d),
+                n_rhs=n_rhs)
         self.plan: BlockPlan = plan_blocks(
             n, self.Z.shape[0], 1 if kernel.is_precomputed else d, itemsize=(self.Z if X is None else X).element_size(),
             budget=self.budget, scratch=kernel.scratch(d), n_rhs=n_rhs,
