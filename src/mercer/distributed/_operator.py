@@ -38,9 +38,9 @@ log = logging.getLogger(__name__)
 
 #: Partial products summed per task of the tree.
 _FAN_IN = 4
-#: Cap on one kernel tile inside a task, for glibc's settings (``_keep_tiles_in_heap``); the tiles
-#: themselves are sized as the in-process Nyström operator's (``max_tile_bytes="product"``: 8 MiB
-#: of kernel values per worker thread, read twice per product, the second time from cache).
+#: Cap on one kernel tile inside a task (the direct solve's ``K^T K``; glibc's settings,
+#: ``_keep_tiles_in_heap``); the products' tiles are sized as the in-process Nyström operator's
+#: (``max_tile_bytes="product"``: 8 MiB of kernel values per worker thread, read twice per product).
 _MAX_TILE_BYTES = 32 << 20
 #: A product interrupted by a lost worker (a broken connection while scattering) is run again this
 #: many times, each after waiting (at most ``_WAIT_WORKERS_S``) for a worker to be there.
@@ -86,9 +86,10 @@ def _worker_threads() -> int:
 
 
 def _local_operator(block: np.ndarray, kernel, Z: np.ndarray, budget: int, n_rhs: int,
-                    shift: np.ndarray | None = None) -> KernelOperator:
+                    shift: np.ndarray | None = None, max_tile_bytes="product") -> KernelOperator:
     """A partition's operator (torch inside the task, one torch thread per worker thread), its tiles
-    less ``shift`` (the centred columns of an intercept) when given."""
+    less ``shift`` (the centred columns of an intercept) when given; tiles sized for the products
+    (``"product"``), or ``_MAX_TILE_BYTES`` for the direct solve's one GEMM-bound pass."""
     _keep_tiles_in_heap()
     threads = _worker_threads()
     if torch.get_num_threads() != threads:
@@ -96,7 +97,8 @@ def _local_operator(block: np.ndarray, kernel, Z: np.ndarray, budget: int, n_rhs
     if not np.isfinite(block).all():
         raise ValueError("X contains NaN or infinity (in a Dask partition); mercer needs finite inputs.")
     Xt = torch.from_numpy(np.ascontiguousarray(block, dtype=Z.dtype))
-    op = KernelOperator(kernel, Xt, torch.from_numpy(Z), memory_budget=budget, n_rhs=n_rhs, max_tile_bytes="product")
+    op = KernelOperator(kernel, Xt, torch.from_numpy(Z), memory_budget=budget, n_rhs=n_rhs,
+                        max_tile_bytes=max_tile_bytes)
     op.shift = None if shift is None else torch.from_numpy(shift)
     return op
 
@@ -116,7 +118,7 @@ def _part_rmatvec(block, kernel, Z, u, budget, shift):
 
 
 def _part_kt_k(block, kernel, Z, weights, budget, shift):
-    op = _local_operator(block, kernel, Z, budget, Z.shape[0], shift)
+    op = _local_operator(block, kernel, Z, budget, Z.shape[0], shift, max_tile_bytes=_MAX_TILE_BYTES)
     return op.kt_k(weights=_tensor(weights, Z.dtype), out_dtype=torch.float64).numpy()
 
 

@@ -27,10 +27,10 @@ MIN_ROWS = 64
 MAX_TILE_BYTES = 128 * 2**20
 #: Kernel-tile bytes per thread of a product that reads each tile twice (``K v``, then ``K^T w``:
 #: conjugate gradient's ``K^T K v``), so that the second read finds the tile in cache
-#: (:func:`product_tile_bytes`). Measured (``K^T K v``, RBF, float32 unless said; median of 3; tiles
-#: of 4 / 8 / 16 / 32 MiB), one thread: n = 100,000, d = 8, M = 5,000: 0.63 / 0.56 / 0.61 / 0.91 s
-#: (float64 1.24 / 1.17 / 1.29 / 1.74 s); d = 28, M = 10,000: 1.73 / 1.41 / 1.56 / 2.08 s; two threads:
-#: 0.34 / 0.33 / 0.29 / 0.31 s, float64 0.77 / 0.69 / 0.59 / 0.64 s, d = 28 0.98 / 0.79 / 0.70 / 0.75 s.
+#: (:func:`product_tile_bytes`). Against 32 MiB tiles (``benchmarks/bench_tiles.py``, RBF with the
+#: intercept's shift, median of 3): two threads 0.59-0.99x the time at d <= 28, one thread 0.80-0.96x;
+#: d = 784 0.99-1.05x. Among 4 / 8 / 16 / 32 MiB on one thread, 8 MiB was fastest in an earlier sweep
+#: (n = 100,000, d = 8, M = 5,000, float32: 0.63 / 0.56 / 0.61 / 0.91 s).
 PRODUCT_TILE_BYTES_PER_THREAD = 8 * 2**20
 #: Rows from which a CPU Cholesky factorisation or triangular solve (one LAPACK call that cannot be
 #: stopped halfway) runs in a worker thread while the calling thread polls for Ctrl-C (the call

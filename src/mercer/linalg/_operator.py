@@ -1,7 +1,9 @@
 """``KernelOperator``: products with a kernel matrix computed tile by tile within a memory budget.
 
-The operator never holds more than one tile of ``K(X, Z)`` (plus the vectors it multiplies), so
-``K @ v`` on a million points runs in a fixed, planned amount of memory, on any device.
+The operator holds one tile of ``K(X, Z)`` at a time (plus the vectors it multiplies), so
+``K @ v`` on a million points runs in a fixed, planned amount of memory, on any device -- unless
+its caller grants ``keep_bytes`` and the whole matrix fits them: then the first full pass keeps it
+for the later products (an iterative solver's).
 """
 
 from __future__ import annotations

@@ -212,13 +212,14 @@ class _NystroemRidgeBase(KernelEstimatorMixin, BaseEstimator):
             Z, Yt = Z.to(torch.float64), Yt.to(torch.float64)
             Xt = Xt if isinstance(Xt, RowSource) else Xt.to(torch.float64)  # a source's blocks follow Z's dtype
             w = None if w is None else w.to(torch.float64)
-        # Tiles sized for the repeated product (K v, then K^T w: the second read should come from cache),
-        # 8 MiB of kernel values per thread on the CPU (mercer.linalg.product_tile_bytes).
+        # CG: tiles sized for the repeated product (K v, then K^T w: the second read should come from
+        # cache), 8 MiB of kernel values per thread on the CPU (mercer.linalg.product_tile_bytes). The
+        # direct solve makes one GEMM-bound pass: 32 MiB tiles, as measured in benchmarks/bench_shapes.py.
         # CG keeps K_nM when it fits half the budget left: an iteration then reads it twice from memory
         # instead of evaluating the kernel (n = 100,000, M = 5,000, d = 8, float64: 0.26 s vs 1.46 s with
         # the intercept's shift; 0.13 s vs 0.27 s in float32 without it).
         op = KernelOperator(self.kernel_, Xt, Z, memory_budget=tile_budget, n_rhs=Y.shape[1] + self.fit_intercept,
-                            max_tile_bytes="product", keep_bytes=keep_bytes)
+                            max_tile_bytes=(32 << 20) if direct else "product", keep_bytes=keep_bytes)
         return op, Yt, w
 
     def _solve_direct(self, op, w, n_w, rhs, K_mm, groups):
