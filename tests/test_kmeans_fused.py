@@ -97,6 +97,34 @@ def test_threads_and_chunks_do_not_change_the_numbers(monkeypatch, gemm):
     assert runs[0][2] == pytest.approx(ref.inertia_, rel=1e-12)
 
 
+@pytest.mark.parametrize("case", ["switch", "empty", "weighted"])
+def test_serial_passes_equal_the_pass_by_pass_loop(monkeypatch, breast_cancer, case):
+    """The iterations run in one compiled call (``_serial_passes``) give the numbers of the loop
+    that returns to Python after every pass, bit for bit: when the passes move from the pool's
+    threads to the calling thread as the bounds settle (``switch``), when a cluster empties and
+    Python re-seeds it in between (``empty``), and with weights."""
+    X, w, threads = breast_cancer[0][:, :6], None, 1
+    C0 = X[np.random.default_rng(0).choice(len(X), 30, replace=False)]
+    if case == "switch":  # chunks of a few rows: the first passes are worth 3 threads, the last ones not
+        monkeypatch.setattr(fused, "_CHUNK_WORK", 40_000)
+        threads = 3
+    elif case == "empty":
+        C0 = np.vstack([X[:25], np.full((3, X.shape[1]), 50.0)])
+    else:
+        w = np.random.default_rng(1).uniform(0.2, 3.0, len(X))
+    calls = []
+    real = fused._State.serial_passes
+    monkeypatch.setattr(fused._State, "serial_passes", lambda self, *a: calls.append(a[0]) or real(self, *a))
+    a = _lloyd(X, C0, w, gemm=False, threads=threads)
+    assert calls and (case != "switch" or calls[0] > 0)  # the compiled loop ran (after threaded passes)
+    b = _lloyd(X, C0, w, gemm=False, threads=threads, serial=False)
+    assert torch.equal(a[0], b[0]) and a[2] == b[2] and a[3] == b[3]
+    np.testing.assert_array_equal(a[1], b[1])
+    ref = _sklearn(X, C0, w)
+    np.testing.assert_array_equal(a[1], ref.labels_)
+    assert a[3] == ref.n_iter_
+
+
 @pytest.mark.parametrize("gemm", [False, True])
 def test_empty_clusters_and_max_iter_as_sklearn(breast_cancer, gemm):
     """A centre no point is closest to is re-seeded with the farthest point (scikit-learn's rule);

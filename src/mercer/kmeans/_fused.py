@@ -72,6 +72,10 @@ _GEMM_ROWS = 1024
 #: Python and torch calls besides).
 _CHUNK_WORK = 2**21
 
+#: The bounds' check of a row (``_check``: ~14 ns, measured at n = 5,000, k = 50, d = 8) in
+#: operations of the distance work (:func:`chunk_rows` counts ``k * (d + 4)`` per row).
+_CHECK_WORK = 64
+
 #: At most this many chunks (a chunk keeps its own (k, d) float64 buffer of changes to the sums)
 #: and at most this many bytes of those buffers.
 _MAX_CHUNKS = 64
@@ -352,6 +356,71 @@ def _means(sums, weights, members, C, C_new, move):
     return total
 
 
+#: How :func:`_serial_passes` stopped: converged on unchanged labels, on ``tol``, at ``max_iter``;
+#: with an empty cluster after a pass (the caller re-seeds it); before a pass that is worth threads.
+_STRICT, _TOL, _MAX_ITER, _EMPTY, _THREADS = 0, 1, 2, 3, 4
+
+
+@_jit.mark
+def _serial_passes(X, x_sq, w, C, C_new, Ct2, c_sq, half_sep, move, margin_sq, data_sq, labels, u, l, todo, bounds,
+                   XT, acc, m1, m2, i1, sums, weights, members, dsums, dweights, dmembers, dirty, starts, it, max_iter,
+                   tol, thread_work, listed):
+    """Lloyd's iterations ``it + 1, it + 2, ...`` on the calling thread, each one pass over the
+    chunks (``starts``: their first rows, then ``n``) in the order of :meth:`_State.run_pass` (so the
+    same numbers) and the centre update of :meth:`_State.update`, without returning to Python
+    between them. Stops as the Python loop of :func:`lloyd_fused` does, and also, without updating
+    the centres, when a cluster is empty after a pass (``_EMPTY``: the caller re-seeds it), or
+    before a pass whose work (as :meth:`_State.pass_threads` counts it) reaches ``thread_work``
+    (``_THREADS``; ``listed``: the rows the last pass listed). Returns ``(it, status, changed, listed,
+    shift, total)`` of the last iteration (``total``: the rows listed by all its passes)."""
+    n = X.shape[0]
+    k = C.shape[0]
+    nc = starts.shape[0] - 1
+    changed = 0
+    total = 0
+    shift = math.inf
+    while it < max_iter:
+        first = it == 0
+        if not first and listed * k * (X.shape[1] + 4) + n * _CHECK_WORK >= thread_work:
+            return it, _THREADS, changed, listed, shift, total
+        it += 1
+        _geometry(C, Ct2, c_sq, half_sep)
+        tie_c = margin_sq * c_sq.max()
+        margin = math.sqrt(margin_sq * data_sq + tie_c)
+        changed = 0
+        listed = 0
+        for c in range(nc):
+            lo = starts[c]
+            hi = starts[c + 1]
+            if dirty[c]:
+                dsums[c].fill(0.0)
+                dweights[c].fill(0.0)
+                dmembers[c].fill(0)
+            t = todo[lo:hi]
+            m = _check(X, C, move, half_sep, margin, labels, u, l, lo, hi, first, bounds, t)
+            ch = _settle(X, x_sq, w, C, Ct2, c_sq, margin_sq, tie_c, t, m, labels, u, l, bounds, XT, acc, m1, m2, i1,
+                         dsums[c], dweights[c], dmembers[c])
+            dirty[c] = ch > 0
+            changed += ch
+            listed += m
+        total += listed
+        for c in range(nc):
+            if dirty[c]:
+                sums += dsums[c]
+                weights += dweights[c]
+                members += dmembers[c]
+        for j in range(k):
+            if members[j] == 0:
+                return it, _EMPTY, changed, listed, shift, total
+        shift = _means(sums, weights, members, C, C_new, move)
+        C[:] = C_new
+        if it > 1 and changed == 0:
+            return it, _STRICT, changed, listed, shift, total
+        if shift <= tol:
+            return it, _TOL, changed, listed, shift, total
+    return it, _MAX_ITER, changed, listed, shift, total
+
+
 # -- the driver ------------------------------------------------------------------------------------
 class _State:
     """Arrays of a run: the data, the centres and their geometry, the bounds, the clusters' sums
@@ -364,7 +433,7 @@ class _State:
         k = C0.shape[0]
         dt = X.dtype
         self.X, self.x_sq, self.w = X, x_sq, w
-        self.C = np.ascontiguousarray(C0, dtype=dt)
+        self.C = np.array(C0, dtype=dt, order="C")  # a copy: the serial passes update it in place
         self.Ct2 = np.empty((d, k), dtype=dt)
         self.c_sq = np.empty(k, dtype=dt)
         self.half_sep = np.empty(k)
@@ -394,11 +463,29 @@ class _State:
         self.margin_sq = 64 * float(np.finfo(dt).eps)
         self.data_sq = float(x_sq.max()) if n else 0.0
         self.computed = 0  # points whose k distances were computed
+        self.listed = n  # points listed by the last pass (their k distances computed)
+        self.starts = self.C_next = None  # chunk boundaries and the next centres of serial_passes
 
-    def _drain(self, job, items) -> list:
+    def pass_threads(self, every: bool) -> int:
+        """Threads of the next pass: one per chunk's worth of its distance work (:func:`chunk_rows`:
+        ~0.5 ms in the compiled loop, ~2 ms with the GEMM), at most ``threads``. The work is every
+        row's on the first pass or without bounds, else that of as many rows as the last pass
+        listed, plus the bounds' check of every row (:data:`_CHECK_WORK`): once the bounds settle most
+        labels, a small problem's pass runs on the calling thread alone rather than pay the
+        hand-over to the pool (~50-100 us a pass)."""
+        if self.threads <= 1:
+            return 1
+        n, d = self.X.shape
+        rows = n if every else self.listed
+        per_chunk = _CHUNK_WORK * (4 if self.gemm_rows is not None else 1)
+        work = rows * self.C.shape[0] * (d + 4) + n * _CHECK_WORK
+        return max(1, min(self.threads, work // per_chunk))
+
+    def _drain(self, job, items, threads: int | None = None) -> list:
         """``job(item, thread)`` for every item, claimed in turn by the calling thread and the
-        pool's; the results in the order of the items."""
-        if self.pool is None or len(items) == 1:
+        pool's (``threads`` of them at most, default all); the results in the order of the items."""
+        threads = self.threads if threads is None else threads
+        if self.pool is None or len(items) == 1 or threads <= 1:
             return [job(item, 0) for item in items]
         claim = itertools.count()
 
@@ -408,7 +495,7 @@ class _State:
                 done.append((c, job(items[c], t)))
             return done
 
-        futures = [self.pool.submit(worker, t) for t in range(1, min(self.threads, len(items)))]
+        futures = [self.pool.submit(worker, t) for t in range(1, min(threads, len(items)))]
         done = worker(0)
         for f in futures:
             done += f.result()
@@ -445,13 +532,31 @@ class _State:
             self.dirty[c] = changed > 0
             return m, changed
 
-        out = self._drain(job, list(range(len(self.chunks))))
-        self.computed += sum(m for m, _ in out)
+        out = self._drain(job, list(range(len(self.chunks))), self.pass_threads(every))
+        self.listed = sum(m for m, _ in out)
+        self.computed += self.listed
         for c in np.flatnonzero(self.dirty):  # in chunk order: the same sums for every thread count
             self.sums += self.dsums[c]
             self.weights += self.dweights[c]
             self.members += self.dmembers[c]
         return sum(changed for _, changed in out)
+
+    def serial_passes(self, it: int, max_iter: int, tol: float, bounds: bool) -> tuple[int, int, int, float]:
+        """Iterations from ``it + 1`` on the calling thread in one compiled call
+        (:func:`_serial_passes`, the compiled loop only), while a pass is not worth a second thread;
+        returns ``(it, status, changed, shift)``."""
+        assert self.gemm_rows is None
+        if self.starts is None:
+            self.starts = np.array([lo for lo, _ in self.chunks] + [self.X.shape[0]], dtype=np.int64)
+            self.C_next = np.empty_like(self.C)
+        per_chunk = _CHUNK_WORK * 2 if self.threads > 1 else np.iinfo(np.int64).max
+        it, status, changed, self.listed, shift, total = _jit("_serial_passes")(
+            self.X, self.x_sq, self.w, self.C, self.C_next, self.Ct2, self.c_sq, self.half_sep, self.move,
+            self.margin_sq, self.data_sq, self.labels, self.u, self.l, self.todo, bounds, self.XT[0], self.acc[0],
+            self.m1[0], self.m2[0], self.i1[0], self.sums, self.weights, self.members, self.dsums, self.dweights,
+            self.dmembers, self.dirty, self.starts, it, max_iter, tol, per_chunk, self.listed)
+        self.computed += total
+        return it, status, changed, shift
 
     def _settle_gemm(self, todo, c: int, t: int, bounds: bool, every: bool, tie_c: float) -> int:
         """Closest centres of the rows ``todo`` of chunk ``c`` (``every``: all its rows, in order),
@@ -508,7 +613,7 @@ class _State:
 
 def lloyd_fused(X: torch.Tensor, x_sq: torch.Tensor, centers: torch.Tensor, *, rows: int, sample_weight=None,
                 max_iter: int = 300, tol: float = 0.0, bounds: bool | None = None, threads: int | None = None,
-                gemm: bool | None = None):
+                gemm: bool | None = None, serial: bool | None = None):
     """:func:`mercer.kmeans.lloyd` on CPU tensors (float32 or float64), one compiled pass per
     iteration (see the module docstring).
 
@@ -518,7 +623,10 @@ def lloyd_fused(X: torch.Tensor, x_sq: torch.Tensor, centers: torch.Tensor, *, r
     :data:`LOOP_MIN_CLUSTERS_FOR_BOUNDS` or :data:`~mercer.kmeans.MIN_CLUSTERS_FOR_BOUNDS`
     clusters). ``gemm``: whether the distances are computed by GEMM blocks of at most ``rows``
     rows (:func:`~mercer.kmeans.block_rows`) or in the compiled loop (default: :func:`uses_gemm`).
-    ``threads`` defaults to :func:`fused_threads`; the result does not depend on it.
+    ``threads`` defaults to :func:`fused_threads`; the result does not depend on it. In the compiled
+    loop, iterations whose passes are not worth a second thread (:meth:`_State.pass_threads`) run in
+    one compiled call (:func:`_serial_passes`: no return to Python between them; ``serial=False``
+    returns after every pass); the numbers are the same either way.
 
     Returns ``(centers, labels, inertia, n_iter, converged_labels)`` as in
     :class:`~mercer.kmeans.KMeansResult`.
@@ -535,10 +643,21 @@ def lloyd_fused(X: torch.Tensor, x_sq: torch.Tensor, centers: torch.Tensor, *, r
     st = _State(Xn, x_sq.detach().contiguous().numpy(), w, centers.detach().contiguous().numpy(), threads=threads,
                 rows=chunk_rows(n, k, d, gemm), gemm_rows=max(1, min(int(rows), _GEMM_ROWS)) if gemm else None)
     strict, it = False, 0
+    serial = not gemm if serial is None else serial and not gemm
     bar = task("Lloyd (k-means)", total=max_iter, unit="it")
     with num_threads(1):  # every thread's GEMMs on itself alone (the pool's threads: see _set_one_thread)
-        for it in range(1, max_iter + 1):
-            changed = st.run_pass(first=it == 1, bounds=bounds)
+        while it < max_iter:
+            if serial and st.pass_threads(every=it == 0 or not bounds) == 1:
+                it, status, changed, shift = st.serial_passes(it, max_iter, tol, bounds)
+                if status == _THREADS:
+                    continue
+                if status != _EMPTY:  # it stopped as the lines below would have
+                    bar.update(it, shift=shift)
+                    strict = status == _STRICT
+                    break
+            else:
+                it += 1
+                changed = st.run_pass(first=it == 1, bounds=bounds)
             shift = st.update()
             bar.update(it, shift=shift)
             if it > 1 and changed == 0:
