@@ -414,6 +414,14 @@ def _cell_text(e: dict | None, which: str) -> str:
     return {"skipped": "skip", "timeout": "timeout", "error": "error"}.get(e.get("status"), "-")
 
 
+def _floor_text(e: dict | None) -> str:
+    """(mercer cold - mercer warm) / reference cold of a cell with both times, else empty."""
+    m, r = (e or {}).get("mercer", {}), (e or {}).get("ref", {})
+    if not all(k in m for k in ("cold_s", "warm_s")) or "cold_s" not in r:
+        return ""
+    return _fmt((m["cold_s"] - m["warm_s"]) / r["cold_s"])
+
+
 def variants(cells: dict) -> list[tuple[str, str]]:
     seen = {(e["estimator"], e["variant"]) for e in cells.values()}
     return [v for v in TARGETS if v in seen] + sorted(seen - set(TARGETS))
@@ -433,6 +441,11 @@ def tables(res: dict) -> str:
                                                   f"{_cell_text(mine.get((d, n)), 'warm')}"
                                                   if (d, n) in mine else "") for d in ds}} for n in ns]
         lines += [head, "", markdown_table(rows), ""]
+        if tgt:
+            floor = [{"n \\ d": f"{n:,}", **{str(d): _floor_text(mine.get((d, n))) for d in ds}} for n in ns]
+            lines += [f"cold floor of {est} ({variant}): (mercer cold - mercer warm) / reference cold, the cold "
+                      f"ratio a fit of no time would give (imports, numba's cache load, first-call costs); "
+                      f"above {tgt[0]} no faster fit meets the cold target", "", markdown_table(floor), ""]
     lines += ["≠: results differ beyond the equality threshold (see the details); < x (> x): the reference "
               "(mercer) passed the time limit, a bound; skip / timeout / error: see the reason in the details.", ""]
     data = {(e["d"], e["n"]): e["data"] + (f" ({e['data_note'].split(' (')[0]})" if e.get("data_note") else "")

@@ -579,9 +579,10 @@ class _State:
 
     def own_sq(self) -> np.ndarray:
         """``|x_i - c_{labels_i}|^2`` of every row (by subtraction)."""
-        out = np.empty(self.X.shape[0])
+        (n, d), out = self.X.shape, np.empty(self.X.shape[0])
         own = _jit("_own_sq")
-        self._drain(lambda c, t: own(self.X, self.C, self.labels, *self.chunks[c], out), list(range(len(self.chunks))))
+        self._drain(lambda c, t: own(self.X, self.C, self.labels, *self.chunks[c], out), list(range(len(self.chunks))),
+                    max(1, n * (d + 4) // _CHUNK_WORK))  # threads: one per chunk's worth of work, as a pass
         return out
 
     def inertia(self) -> float:
