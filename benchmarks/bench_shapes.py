@@ -29,7 +29,8 @@ Every fit runs in a fresh process (``_shapes_child.py``). Cold: from the child's
 and JIT compilation included, through the first fit, less the time spent loading the ``.npy`` files
 (numba's on-disk cache is primed by one untimed run of every child on a small set before the grid,
 as after a user's first call: ``--no-prime`` skips it);
-warm: the best of ``--reps`` further fits in the same child; predict: one warm call on the test rows.
+warm: the best of ``--reps`` further fits in the same child (with ``--warm-s S``: of more while the refits so
+far took less than S seconds, 20 at most, for both sides alike); predict: one warm call on the test rows.
 Within a cell mercer and its references run one after the other (order reversed from cell to cell),
 so every ratio is taken in one run; the load average before and after each cell, each child's peak
 RSS and the result-equality metrics are recorded with it.
@@ -156,10 +157,11 @@ def static_skip(est: str, impl: str, d: int, n: int, M: int, falkon_why: str | N
 
 # -- children ---------------------------------------------------------------------------------------
 def run_child(python: str, est: str, impl: str, params: dict, data: str | None, reps: int, timeout: float,
-              workdir: Path) -> tuple[dict, np.ndarray | None]:
+              workdir: Path, warm_s: float = 0.0) -> tuple[dict, np.ndarray | None]:
     """Run one child; returns its result (with ``status``: ok, timeout or error) and its test predictions."""
     out = Path(tempfile.mkdtemp(prefix=f"{est}_{impl}_", dir=workdir))
-    spec = dict(est=est, impl=impl, params=params, data=data, reps=reps, deadline_s=max(1.0, timeout - 5), out=str(out))
+    spec = dict(est=est, impl=impl, params=params, data=data, reps=reps, deadline_s=max(1.0, timeout - 5), out=str(out),
+                warm_s=warm_s)
     (out / "spec.json").write_text(json.dumps(spec))
     t0 = time.perf_counter()
     with open(out / "log.txt", "w") as logf:
@@ -299,7 +301,7 @@ def run_cell(group, ests, d, n, meta, args, falkon_why, workdir, flip) -> list[d
         python = args.falkon_python if impl == "falkon" else sys.executable
         log.info("cell %s d=%d n=%d: %s (%s) ...", group, d, n, name, impl)
         results[name], preds[name] = run_child(python, est, impl, params, meta["folder"], args.reps, args.timeout,
-                                               workdir)
+                                               workdir, args.warm_s)
         r = results[name]
         log.info("  %s: %s cold %.2f s, warm %s s, peak %.2f GiB", name, r["status"], r.get("cold_s", float("nan")),
                  r.get("warm_s", "-"), r.get("peak_rss_bytes", 0) / 2**30)
@@ -353,7 +355,8 @@ def run(args) -> None:
     CACHE.mkdir(parents=True, exist_ok=True)
     workdir = Path(tempfile.mkdtemp(prefix="run_", dir=CACHE))
     run_info = dict(started=time.strftime("%Y-%m-%d %H:%M:%S"), argv=sys.argv[1:], machine=machine_info(),
-                    git=git_state(), load_start=load_average(), reps=args.reps, timeout_s=args.timeout)
+                    git=git_state(), load_start=load_average(), reps=args.reps, timeout_s=args.timeout,
+                    warm_s=args.warm_s)
     falkon_why, check = (None, None)
     if "nkr" in groups:
         falkon_why, check = falkon_status(args.falkon_python, workdir)
@@ -563,6 +566,9 @@ def main(argv=None) -> None:
     p.add_argument("--d", type=int, nargs="+", default=None, help=f"feature counts (default {D_GRID})")
     p.add_argument("--n", type=int, nargs="+", default=None, help=f"training rows (default {N_GRID})")
     p.add_argument("--reps", type=int, default=None, help="warm fits after the cold one (default 2; --quick 1)")
+    p.add_argument("--warm-s", type=float, default=0.0,
+                   help="refit short fits until this many seconds of refits were spent (at most 20 refits, both "
+                        "sides alike; default 0: --reps refits)")
     p.add_argument("--timeout", type=float, default=600.0,
                    help="seconds per child process, i.e. per implementation in a cell (default 600); warm refits "
                         "that would pass it are not started")

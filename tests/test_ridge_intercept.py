@@ -85,6 +85,37 @@ def test_nystroem_with_all_centres_and_intercept_equals_exact(offset_data):
         assert m.intercept_ == pytest.approx(exact.intercept_, rel=1e-8)
 
 
+@pytest.mark.parametrize("weighted", [False, True])
+def test_nystroem_direct_one_pass_equals_the_dense_centred_solve(weighted):
+    """The direct solve with an intercept takes K_c^T W K_c, K_c^T W y_c and the column means from
+    one pass over tiles shifted by a sample's means (rows sorted, so the sample's means are off):
+    against the dense float64 normal equations of the centred columns."""
+    from mercer.kernels import RBF
+    from mercer.models.ridge import _nystroem
+
+    rng = np.random.default_rng(0)
+    n, d, M, alpha = 3000, 4, 60, 0.3
+    X = rng.normal(size=(n, d))
+    X = X[np.argsort(X[:, 0])]
+    y = np.sin(X @ np.array([1.0, -0.5, 0.3, 0.2])) + 50.0 + 0.1 * rng.normal(size=n)
+    w = rng.uniform(0.2, 2.0, n) if weighted else np.ones(n)
+    Z = X[rng.choice(n, M, replace=False)]
+    assert n // _nystroem._SHIFT_ROWS >= 2  # the shift comes from a sample of the rows
+    m = NystroemKernelRidge(alpha=alpha, gamma=0.4, centers=Z, solver="direct", dtype="float64",
+                            fit_intercept=True).fit(X, y, sample_weight=w if weighted else None)
+    K = RBF(gamma=0.4)(torch.from_numpy(X), torch.from_numpy(Z)).numpy()
+    n_w = w.sum()
+    k_mean, y_mean = w @ K / n_w, w @ y / n_w
+    Kc = K - k_mean
+    beta = np.linalg.solve(Kc.T @ (w[:, None] * Kc) + alpha * RBF(gamma=0.4)(torch.from_numpy(Z)).numpy(),
+                           Kc.T @ (w * (y - y_mean)))
+    Xt = rng.normal(size=(200, d))
+    Kt = RBF(gamma=0.4)(torch.from_numpy(Xt), torch.from_numpy(Z)).numpy()
+    np.testing.assert_allclose(m.coef_.numpy().ravel() if hasattr(m.coef_, "numpy") else np.ravel(m.coef_), beta,
+                               rtol=1e-7, atol=1e-9 * np.abs(beta).max())
+    np.testing.assert_allclose(m.predict(Xt), Kt @ beta + y_mean - k_mean @ beta, rtol=1e-10)
+
+
 def test_intercept_is_unpenalised_an_offset_moves_only_the_intercept(offset_data):
     X, y, Xt, _ = offset_data
     for make in (lambda: NystroemKernelRidge(fit_intercept=True, alpha=0.5, gamma=0.1, n_centers=50, random_state=0, dtype="float64"),

@@ -59,6 +59,10 @@ def _alpha_groups(alphas: np.ndarray) -> dict[float, list[int]]:
     return groups
 
 
+#: Rows (evenly spaced) whose kernel columns' means shift the direct solve's tiles with an intercept.
+_SHIFT_ROWS = 1024
+
+
 def _with_column(U, u):
     """``[U, u]``: the targets (n, t) and one more per-sample column, torch or Dask."""
     if isinstance(U, torch.Tensor):
@@ -126,15 +130,19 @@ class _NystroemRidgeBase(KernelEstimatorMixin, BaseEstimator):
         if self.fit_intercept:
             ones = torch.ones_like(Yt[:, 0]) if isinstance(Yt, torch.Tensor) else np.ones_like(Yt[:, 0])  # Dask: lazy
             U = _with_column(U, ones if w is None else w)
-        KtU = op.rmatvec(U, out_dtype=torch.float64)
-        rhs = KtU[:, :Y.shape[1]]
-        self._k_mean = KtU[:, -1] / n_w if self.fit_intercept else None
+        gram = None
+        if direct and isinstance(op, KernelOperator):
+            gram, rhs = self._direct_pass(op, U, w, n_w, Y.shape[1])
+        else:
+            KtU = op.rmatvec(U, out_dtype=torch.float64)
+            rhs = KtU[:, :Y.shape[1]]
+            self._k_mean = KtU[:, -1] / n_w if self.fit_intercept else None
         # The operator (local or Dask) subtracts k_mean from every tile, so each product is one of K_c in
         # the tiles' precision (a positive semi-definite K_c^T W K_c, even in float32). The rank-one
         # correction K^T W K v - n_w k_mean k_mean^T v instead subtracts two float64 numbers each carrying
         # the float32 rounding of K_nM v, whose mean dominates it: CG broke down on it (standardised
         # protein, alpha = 1e-6 n: residual 0.78 after 41 iterations).
-        if self._k_mean is not None:
+        if self._k_mean is not None and gram is None:
             op.shift = self._k_mean.to(op.dtype)
         K_mm = self.kernel_(Z.to(torch.float64))
         check_finite(K_mm, type(self).__name__, "the centres' kernel values", X=X, kernel=self.kernel_, dtype=op.dtype)
@@ -145,8 +153,10 @@ class _NystroemRidgeBase(KernelEstimatorMixin, BaseEstimator):
         self.cg_history_ = np.zeros(0)  # relative residual per CG iteration (empty for the direct solve)
         self.jitter_ = 0.0
         self.solver_ = "direct" if direct else "cg"
-        solve = self._solve_direct if direct else self._solve_cg
-        self.coef_ = solve(op, w, n_w, rhs, K_mm, _alpha_groups(alphas))
+        if direct:
+            self.coef_ = self._solve_direct(op, w, n_w, rhs, K_mm, _alpha_groups(alphas), gram)
+        else:
+            self.coef_ = self._solve_cg(op, w, n_w, rhs, K_mm, _alpha_groups(alphas))
         check_finite(self.coef_, type(self).__name__, "the fitted coefficients", X=X, kernel=self.kernel_,
                      dtype=op.dtype, y=Y)
         self.intercept_ = y_mean - (0.0 if self._k_mean is None else to_numpy(self._k_mean @ self.coef_))
@@ -222,9 +232,36 @@ class _NystroemRidgeBase(KernelEstimatorMixin, BaseEstimator):
                             max_tile_bytes=(32 << 20) if direct else "product", keep_bytes=keep_bytes)
         return op, Yt, w
 
-    def _solve_direct(self, op, w, n_w, rhs, K_mm, groups):
-        """(K_nM^T W K_nM + alpha K_MM) beta = K_nM^T W y by Cholesky: one pass over the tiles."""
-        H = op.kt_k(weights=w, out_dtype=torch.float64)  # K_c^T W K_c with an intercept (centred tiles)
+    def _direct_pass(self, op, U, w, n_w: float, t: int):
+        """``K_c^T W K_c`` and the right-hand side ``K_c^T W y_c`` of the direct solve from one pass over
+        the tiles (float64; ``K_c`` the centred kernel columns with an intercept, else ``K_nM``); sets
+        ``_k_mean``. ``U`` is ``W y_c`` (with an intercept also ``W 1`` as its last column).
+
+        With an intercept the tiles are shifted by ``s``, the column means of :data:`_SHIFT_ROWS`
+        evenly spaced rows, before their products are summed: with ``delta = K_s^T W 1 / n_w`` (small,
+        the sample's error), ``k_mean = s + delta`` and ``K_c^T W K_c = K_s^T W K_s - n_w delta
+        delta^T``, a correction far below the matrix itself (no cancellation, unlike the same
+        correction from unshifted tiles); ``K_s^T W y_c = K_c^T W y_c`` as ``1^T W y_c = 0``. One
+        pass instead of two (the column means first, then the shifted tiles)."""
+        s = None
+        if self.fit_intercept:
+            n = op.shape[0]
+            rows = torch.arange(0, n, max(1, n // _SHIFT_ROWS), device=op.device)
+            op.shift = op.rows(rows).mean(0)
+            s = op.shift.to(torch.float64)
+        H, KtU = op.kt_k_rmatvec(U, weights=w, out_dtype=torch.float64)
+        self._k_mean = None
+        if s is not None:
+            delta = KtU[:, -1] / n_w
+            H.sub_(torch.outer(delta, delta), alpha=n_w)
+            self._k_mean = s + delta
+        return H, KtU[:, :t]
+
+    def _solve_direct(self, op, w, n_w, rhs, K_mm, groups, H=None):
+        """(K_nM^T W K_nM + alpha K_MM) beta = K_nM^T W y by Cholesky: one pass over the tiles
+        (``H``: ``K_c^T W K_c`` when :meth:`_direct_pass` computed it with the right-hand side)."""
+        if H is None:
+            H = op.kt_k(weights=w, out_dtype=torch.float64)  # K_c^T W K_c with an intercept (centred tiles)
         coef = torch.empty_like(rhs)
         for a, cols in groups.items():
             A = H.clone()
