@@ -455,6 +455,10 @@ class _State:
         block = max(16, min(256, _BLOCK_BYTES // (d * dt.itemsize))) if gemm_rows is None else gemm_rows
         self.XT = [np.zeros((d, block), dtype=dt) for _ in range(threads)] if gemm_rows is None else None
         self.acc = [np.empty(block, dtype=dt) for _ in range(threads)]
+        if gemm_rows is not None:  # the GEMM blocks' torch views and buffers, per thread
+            self.Xt, self.c_sq_t = torch.from_numpy(X), torch.from_numpy(self.c_sq)[:, None]  # c_sq: updated in place
+            self.gathered = [torch.empty(gemm_rows * d, dtype=self.Xt.dtype) for _ in range(threads)]
+            self.values = [torch.empty(k * gemm_rows, dtype=self.Xt.dtype) for _ in range(threads)]
         self.m1 = [np.empty(block, dtype=dt) for _ in range(threads)]
         self.m2 = [np.empty(block, dtype=dt) for _ in range(threads)]
         self.i1 = [np.empty(block, dtype=np.int64) for _ in range(threads)]
@@ -563,15 +567,19 @@ class _State:
         ``|c|^2 - 2 C x`` by one GEMM per block of rows (on thread ``t`` alone)."""
         if not todo.size:
             return 0
-        Xt, C = torch.from_numpy(self.X), torch.from_numpy(self.C)
-        c_sq = torch.from_numpy(self.c_sq)[:, None]
+        Xt, C, c_sq = self.Xt, torch.from_numpy(self.C), self.c_sq_t
+        (k, d), gathered, values = C.shape, self.gathered[t], self.values[t]
         idx = torch.from_numpy(todo)
         settle = _jit("_settle_columns")
         changed, first_row, step = 0, int(todo[0]), self.gemm_rows
         for s in range(0, todo.size, step):
             e = min(s + step, todo.size)
-            Xb = Xt[first_row + s:first_row + e] if every else Xt.index_select(0, idx[s:e])
-            DT = torch.addmm(c_sq, C, Xb.T, alpha=-2.0)
+            m = e - s
+            if every:
+                Xb = Xt[first_row + s:first_row + e]
+            else:  # the rows gathered into this thread's buffer (no allocation per block)
+                Xb = torch.index_select(Xt, 0, idx[s:e], out=gathered[:m * d].view(m, d))
+            DT = torch.addmm(c_sq, C, Xb.T, alpha=-2.0, out=values[:k * m].view(k, m))
             changed += settle(DT.numpy(), self.X, self.x_sq, self.w, self.C, self.margin_sq, tie_c, todo[s:e],
                               self.labels, self.u, self.l, bounds, self.m1[t], self.m2[t], self.i1[t], self.dsums[c],
                               self.dweights[c], self.dmembers[c])
