@@ -20,14 +20,14 @@ def _problem(X, k, seed=0, dtype=np.float64):
     return X, C0
 
 
-def _lloyd(X, C0, w=None, *, fused_pass=True, rows=4096, max_iter=300, **kw):
+def _lloyd(X, C0, w=None, *, fused_pass=True, rows=4096, max_iter=300, rel_tol=1e-4, **kw):
     """mercer's Lloyd on centred data, as the estimator runs it (centres moved back): the compiled
     passes (``kw``: ``bounds``, ``gemm``, ``threads`` of :func:`lloyd_fused`) or the torch ones."""
     Xt = torch.tensor(X)
     mean = Xt.mean(0)
     Xc = Xt - mean
     x_sq = row_sq_norms(Xc)
-    tol = 1e-4 * float(x_sq.sum(dtype=torch.float64)) / Xc.numel()
+    tol = rel_tol * float(x_sq.sum(dtype=torch.float64)) / Xc.numel()
     wt = None if w is None else torch.tensor(w, dtype=Xt.dtype)
     C0 = torch.tensor(C0) - mean
     if fused_pass:
@@ -40,9 +40,9 @@ def _lloyd(X, C0, w=None, *, fused_pass=True, rows=4096, max_iter=300, **kw):
     return C + mean, labels.numpy(), inertia, n_iter
 
 
-def _sklearn(X, C0, w=None, max_iter=300):
+def _sklearn(X, C0, w=None, max_iter=300, tol=1e-4):
     with threadpool_limits(1):  # small problems: OpenMP threads only wait on a busy machine
-        return SkKMeans(len(C0), init=C0, n_init=1, max_iter=max_iter).fit(X, sample_weight=w)
+        return SkKMeans(len(C0), init=C0, n_init=1, max_iter=max_iter, tol=tol).fit(X, sample_weight=w)
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
@@ -97,30 +97,38 @@ def test_threads_and_chunks_do_not_change_the_numbers(monkeypatch, gemm):
     assert runs[0][2] == pytest.approx(ref.inertia_, rel=1e-12)
 
 
-@pytest.mark.parametrize("case", ["switch", "empty", "weighted"])
+@pytest.mark.parametrize("case", ["switch", "empty", "weighted", "long"])
 def test_serial_passes_equal_the_pass_by_pass_loop(monkeypatch, breast_cancer, case):
     """The iterations run in one compiled call (``_serial_passes``) give the numbers of the loop
     that returns to Python after every pass, bit for bit: when the passes move from the pool's
     threads to the calling thread as the bounds settle (``switch``), when a cluster empties and
-    Python re-seeds it in between (``empty``), and with weights."""
+    Python re-seeds it in between (``empty``), with weights, and over more iterations than one
+    compiled call runs (``long``)."""
     X, w, threads = breast_cancer[0][:, :6], None, 1
-    C0 = X[np.random.default_rng(0).choice(len(X), 30, replace=False)]
-    if case == "switch":  # chunks of a few rows: the first passes are worth 3 threads, the last ones not
-        monkeypatch.setattr(fused, "_CHUNK_WORK", 40_000)
+    if case == "switch":  # the first passes are worth the pool's threads (every row: 7.2M operations), later ones not
+        rng = np.random.default_rng(0)
+        X = rng.normal(size=(24_000, 6)) + 4 * rng.normal(size=(30, 6))[rng.integers(0, 30, 24_000)]
+        assert len(X) * 30 * (6 + 4) > fused._SERIAL_MAX_WORK
         threads = 3
-    elif case == "empty":
+    tol = 1e-4
+    if case == "long":  # 77 iterations at tol = 0: the compiled loop returns to Python after 64 (progress, Ctrl-C)
+        X, tol = np.random.default_rng(0).uniform(size=(6000, 2)), 0.0
+    C0 = X[np.random.default_rng(0).choice(len(X), 30, replace=False)]
+    if case == "empty":
         C0 = np.vstack([X[:25], np.full((3, X.shape[1]), 50.0)])
-    else:
+    elif case == "weighted":
         w = np.random.default_rng(1).uniform(0.2, 3.0, len(X))
     calls = []
     real = fused._State.serial_passes
     monkeypatch.setattr(fused._State, "serial_passes", lambda self, *a: calls.append(a[0]) or real(self, *a))
-    a = _lloyd(X, C0, w, gemm=False, threads=threads)
+    a = _lloyd(X, C0, w, gemm=False, threads=threads, rel_tol=tol)
     assert calls and (case != "switch" or calls[0] > 0)  # the compiled loop ran (after threaded passes)
-    b = _lloyd(X, C0, w, gemm=False, threads=threads, serial=False)
+    assert all(b > a for a, b in zip(calls, calls[1:]))  # every compiled call ran an iteration at least
+    assert case != "long" or (len(calls) >= 2 and calls[1] == fused._SERIAL_ITERS)
+    b = _lloyd(X, C0, w, gemm=False, threads=threads, serial=False, rel_tol=tol)
     assert torch.equal(a[0], b[0]) and a[2] == b[2] and a[3] == b[3]
     np.testing.assert_array_equal(a[1], b[1])
-    ref = _sklearn(X, C0, w)
+    ref = _sklearn(X, C0, w, tol=tol)
     np.testing.assert_array_equal(a[1], ref.labels_)
     assert a[3] == ref.n_iter_
 

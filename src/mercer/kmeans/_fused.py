@@ -76,6 +76,12 @@ _CHUNK_WORK = 2**21
 #: operations of the distance work (:func:`chunk_rows` counts ``k * (d + 4)`` per row).
 _CHECK_WORK = 64
 
+#: Passes of less distance work than this (two chunks' worth in the compiled loop, ~1 ms) run in
+#: one compiled call, :data:`_SERIAL_ITERS` iterations at most, then Python reports progress and
+#: takes an interrupt (Ctrl-C) before the next call.
+_SERIAL_MAX_WORK = 2 * _CHUNK_WORK
+_SERIAL_ITERS = 64
+
 #: At most this many chunks (a chunk keeps its own (k, d) float64 buffer of changes to the sums)
 #: and at most this many bytes of those buffers.
 _MAX_CHUNKS = 64
@@ -357,32 +363,34 @@ def _means(sums, weights, members, C, C_new, move):
 
 
 #: How :func:`_serial_passes` stopped: converged on unchanged labels, on ``tol``, at ``max_iter``;
-#: with an empty cluster after a pass (the caller re-seeds it); before a pass that is worth threads.
-_STRICT, _TOL, _MAX_ITER, _EMPTY, _THREADS = 0, 1, 2, 3, 4
+#: with an empty cluster after a pass (the caller re-seeds it); before a pass of more work than
+#: :data:`_SERIAL_MAX_WORK`, or after :data:`_SERIAL_ITERS` iterations (the caller goes on).
+_STRICT, _TOL, _MAX_ITER, _EMPTY, _PAUSE = 0, 1, 2, 3, 4
 
 
 @_jit.mark
 def _serial_passes(X, x_sq, w, C, C_new, Ct2, c_sq, half_sep, move, margin_sq, data_sq, labels, u, l, todo, bounds,
                    XT, acc, m1, m2, i1, sums, weights, members, dsums, dweights, dmembers, dirty, starts, it, max_iter,
-                   tol, thread_work, listed):
+                   tol):
     """Lloyd's iterations ``it + 1, it + 2, ...`` on the calling thread, each one pass over the
     chunks (``starts``: their first rows, then ``n``) in the order of :meth:`_State.run_pass` (so the
     same numbers) and the centre update of :meth:`_State.update`, without returning to Python
     between them. Stops as the Python loop of :func:`lloyd_fused` does, and also, without updating
-    the centres, when a cluster is empty after a pass (``_EMPTY``: the caller re-seeds it), or
-    before a pass whose work (as :meth:`_State.pass_threads` counts it) reaches ``thread_work``
-    (``_THREADS``; ``listed``: the rows the last pass listed). Returns ``(it, status, changed, listed,
-    shift, total)`` of the last iteration (``total``: the rows listed by all its passes)."""
+    the centres, when a cluster is empty after a pass (``_EMPTY``: the caller re-seeds it), and
+    after an iteration whose next pass would have more work than :data:`_SERIAL_MAX_WORK` (as
+    :meth:`_State.pass_work` counts it) or after :data:`_SERIAL_ITERS` iterations (``_PAUSE``).
+    Runs one iteration at least. Returns ``(it, status, changed, listed, shift, total)`` of the last
+    iteration (``listed``: the rows its pass listed; ``total``: the rows listed by all its passes)."""
     n = X.shape[0]
     k = C.shape[0]
     nc = starts.shape[0] - 1
     changed = 0
+    listed = 0
     total = 0
     shift = math.inf
-    while it < max_iter:
+    stop = min(max_iter, it + _SERIAL_ITERS)
+    while it < stop:
         first = it == 0
-        if not first and listed * k * (X.shape[1] + 4) + n * _CHECK_WORK >= thread_work:
-            return it, _THREADS, changed, listed, shift, total
         it += 1
         _geometry(C, Ct2, c_sq, half_sep)
         tie_c = margin_sq * c_sq.max()
@@ -418,7 +426,9 @@ def _serial_passes(X, x_sq, w, C, C_new, Ct2, c_sq, half_sep, move, margin_sq, d
             return it, _STRICT, changed, listed, shift, total
         if shift <= tol:
             return it, _TOL, changed, listed, shift, total
-    return it, _MAX_ITER, changed, listed, shift, total
+        if (n if not bounds else listed) * k * (X.shape[1] + 4) + n * _CHECK_WORK >= _SERIAL_MAX_WORK:
+            break  # the next pass is worth the pool's threads (or Python's per-pass progress)
+    return it, _MAX_ITER if it >= max_iter else _PAUSE, changed, listed, shift, total
 
 
 # -- the driver ------------------------------------------------------------------------------------
@@ -470,20 +480,22 @@ class _State:
         self.listed = n  # points listed by the last pass (their k distances computed)
         self.starts = self.C_next = None  # chunk boundaries and the next centres of serial_passes
 
+    def pass_work(self, every: bool) -> int:
+        """Operations of the next pass, as :func:`chunk_rows` counts them: the distances of every row
+        on the first pass or without bounds (``every``), else of as many rows as the last pass
+        listed, plus the bounds' check of every row (:data:`_CHECK_WORK`)."""
+        n, d = self.X.shape
+        return (n if every else self.listed) * self.C.shape[0] * (d + 4) + n * _CHECK_WORK
+
     def pass_threads(self, every: bool) -> int:
-        """Threads of the next pass: one per chunk's worth of its distance work (:func:`chunk_rows`:
-        ~0.5 ms in the compiled loop, ~2 ms with the GEMM), at most ``threads``. The work is every
-        row's on the first pass or without bounds, else that of as many rows as the last pass
-        listed, plus the bounds' check of every row (:data:`_CHECK_WORK`): once the bounds settle most
-        labels, a small problem's pass runs on the calling thread alone rather than pay the
-        hand-over to the pool (~50-100 us a pass)."""
+        """Threads of the next pass: one per chunk's worth of its work (:meth:`pass_work`;
+        :func:`chunk_rows`: ~0.5 ms in the compiled loop, ~2 ms with the GEMM), at most ``threads``.
+        Once the bounds settle most labels, a small problem's pass runs on the calling thread alone
+        rather than pay the hand-over to the pool (~50-100 us a pass)."""
         if self.threads <= 1:
             return 1
-        n, d = self.X.shape
-        rows = n if every else self.listed
         per_chunk = _CHUNK_WORK * (4 if self.gemm_rows is not None else 1)
-        work = rows * self.C.shape[0] * (d + 4) + n * _CHECK_WORK
-        return max(1, min(self.threads, work // per_chunk))
+        return max(1, min(self.threads, self.pass_work(every) // per_chunk))
 
     def _drain(self, job, items, threads: int | None = None) -> list:
         """``job(item, thread)`` for every item, claimed in turn by the calling thread and the
@@ -547,18 +559,17 @@ class _State:
 
     def serial_passes(self, it: int, max_iter: int, tol: float, bounds: bool) -> tuple[int, int, int, float]:
         """Iterations from ``it + 1`` on the calling thread in one compiled call
-        (:func:`_serial_passes`, the compiled loop only), while a pass is not worth a second thread;
-        returns ``(it, status, changed, shift)``."""
+        (:func:`_serial_passes`, the compiled loop only) while their passes stay small
+        (:data:`_SERIAL_MAX_WORK`); returns ``(it, status, changed, shift)``."""
         assert self.gemm_rows is None
         if self.starts is None:
             self.starts = np.array([lo for lo, _ in self.chunks] + [self.X.shape[0]], dtype=np.int64)
             self.C_next = np.empty_like(self.C)
-        per_chunk = _CHUNK_WORK * 2 if self.threads > 1 else np.iinfo(np.int64).max
         it, status, changed, self.listed, shift, total = _jit("_serial_passes")(
             self.X, self.x_sq, self.w, self.C, self.C_next, self.Ct2, self.c_sq, self.half_sep, self.move,
             self.margin_sq, self.data_sq, self.labels, self.u, self.l, self.todo, bounds, self.XT[0], self.acc[0],
             self.m1[0], self.m2[0], self.i1[0], self.sums, self.weights, self.members, self.dsums, self.dweights,
-            self.dmembers, self.dirty, self.starts, it, max_iter, tol, per_chunk, self.listed)
+            self.dmembers, self.dirty, self.starts, it, max_iter, tol)
         self.computed += total
         return it, status, changed, shift
 
@@ -633,9 +644,9 @@ def lloyd_fused(X: torch.Tensor, x_sq: torch.Tensor, centers: torch.Tensor, *, r
     clusters). ``gemm``: whether the distances are computed by GEMM blocks of at most ``rows``
     rows (:func:`~mercer.kmeans.block_rows`) or in the compiled loop (default: :func:`uses_gemm`).
     ``threads`` defaults to :func:`fused_threads`; the result does not depend on it. In the compiled
-    loop, iterations whose passes are not worth a second thread (:meth:`_State.pass_threads`) run in
-    one compiled call (:func:`_serial_passes`: no return to Python between them; ``serial=False``
-    returns after every pass); the numbers are the same either way.
+    loop, iterations whose passes are small (:data:`_SERIAL_MAX_WORK`, about 1 ms: not worth a second
+    thread) run in one compiled call, up to :data:`_SERIAL_ITERS` at a time (:func:`_serial_passes`;
+    ``serial=False`` returns after every pass); the numbers are the same either way.
 
     Returns ``(centers, labels, inertia, n_iter, converged_labels)`` as in
     :class:`~mercer.kmeans.KMeansResult`.
@@ -656,9 +667,10 @@ def lloyd_fused(X: torch.Tensor, x_sq: torch.Tensor, centers: torch.Tensor, *, r
     bar = task("Lloyd (k-means)", total=max_iter, unit="it")
     with num_threads(1):  # every thread's GEMMs on itself alone (the pool's threads: see _set_one_thread)
         while it < max_iter:
-            if serial and st.pass_threads(every=it == 0 or not bounds) == 1:
+            if serial and st.pass_work(every=it == 0 or not bounds) < _SERIAL_MAX_WORK:
                 it, status, changed, shift = st.serial_passes(it, max_iter, tol, bounds)
-                if status == _THREADS:
+                if status == _PAUSE:  # (at least one iteration was run)
+                    bar.update(it, shift=shift)
                     continue
                 if status != _EMPTY:  # it stopped as the lines below would have
                     bar.update(it, shift=shift)
