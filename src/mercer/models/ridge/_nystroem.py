@@ -59,7 +59,8 @@ def _alpha_groups(alphas: np.ndarray) -> dict[float, list[int]]:
     return groups
 
 
-#: Rows (evenly spaced) whose kernel columns' means shift the direct solve's tiles with an intercept.
+#: Rows (evenly spaced; fewer where a quarter of the tiles' budget holds fewer) whose kernel
+#: columns' means shift the direct solve's tiles with an intercept.
 _SHIFT_ROWS = 1024
 
 
@@ -245,8 +246,9 @@ class _NystroemRidgeBase(KernelEstimatorMixin, BaseEstimator):
         pass instead of two (the column means first, then the shifted tiles)."""
         s = None
         if self.fit_intercept:
-            n = op.shape[0]
-            rows = torch.arange(0, n, max(1, n // _SHIFT_ROWS), device=op.device)
+            (n, m), itemsize = op.shape, torch.finfo(op.dtype).bits // 8
+            sample = max(1, min(_SHIFT_ROWS, op.budget // (4 * m * itemsize)))  # a quarter of the tiles' budget
+            rows = torch.arange(0, n, -(-n // sample), device=op.device)  # at most `sample`, evenly spaced
             op.shift = op.rows(rows).mean(0)
             s = op.shift.to(torch.float64)
         H, KtU = op.kt_k_rmatvec(U, weights=w, out_dtype=torch.float64)
