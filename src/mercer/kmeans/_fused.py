@@ -16,7 +16,10 @@ An iteration, for each chunk of rows (:func:`chunk_rows`; threads claim chunks i
 
 scikit-learn's Lloyd computes every distance of every iteration (a GEMM per 256 rows) and reads
 the data twice per iteration; here, once the centres settle, most points cost a few operations.
-The loop over samples is the chunk loop (progress is reported per iteration).
+The loop over samples is the chunk loop (progress is reported per iteration). A pass takes as many
+threads as it has chunks' worth of work (:meth:`_State.pass_threads`: once the bounds settle, a small
+problem's passes stay on the calling thread), and in the compiled loop, passes under two chunks'
+work run many iterations in one compiled call (:func:`_serial_passes`), with the same numbers.
 
 The labels are those of plain Lloyd's algorithm, first index on ties: a label is kept without
 computing distances only when the bounds prove it with a margin for round-off, and a point whose
@@ -114,7 +117,9 @@ def fused_threads(n: int, k: int, d: int, gemm: bool) -> int:
     (the caller's setting, which :func:`mercer._backend.num_threads` scopes).
 
     Problems of one chunk (k = 50: n <= ~7,000 at d = 2, ~3,500 at d = 8) run on the calling
-    thread, as a pass is then shorter than the hand-over to a second thread is worth (~20-40 us).
+    thread, as a pass is then shorter than the hand-over to a second thread is worth (~20-40 us);
+    this is the pool's size, and each pass uses as many of them as its own work is worth
+    (:meth:`_State.pass_threads`).
     The threads are a pool of Python threads running numba code without the GIL (and torch GEMMs
     on one thread each), never OpenMP: they block rather than spin while they wait, and claim
     chunks as they go, so a thread held up by another process on its core delays a pass by one
