@@ -15,8 +15,9 @@ import torch
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.validation import check_is_fitted
 
-from ..._backend import as_output, to_numpy
+from ..._backend import as_output, make_generator, to_numpy
 from ..._validation import Options, check_params
+from ...kmeans import kmeans
 from ...linalg import KernelOperator, plan_rows, row_blocks
 from .._base import COMPUTE_CONSTRAINTS, KernelEstimatorMixin, labels_from_scores
 from ._common import (AT_LEAST_ONE, CLASS_WEIGHT_CONSTRAINT, POSITIVE, SVC_KERNEL_CONSTRAINTS, _class_weights,
@@ -198,15 +199,15 @@ class BudgetSVC(KernelEstimatorMixin, ClassifierMixin, BaseEstimator):
         Xn = to_numpy(Xt).astype(np.float64)
         seed = self.random_state if isinstance(self.random_state, (int, np.integer)) else 0
         rng = np.random.RandomState(seed)
-        from sklearn.cluster import KMeans  # on use: sklearn.cluster adds ~40 ms to `import mercer`
-
         out = []
         for c in range(k):
             pts = Xn[yi == c]
             if len(pts) > 20_000:
                 pts = pts[rng.choice(len(pts), 20_000, replace=False)]
             m = int(min(share[c], len(np.unique(pts, axis=0))))
-            out.append(pts[:m] if m >= len(pts) else KMeans(n_clusters=m, n_init=1, random_state=seed).fit(pts).cluster_centers_)
+            out.append(pts[:m] if m >= len(pts) else to_numpy(kmeans(
+                torch.from_numpy(pts), m, init="k-means++", n_init=1, generator=make_generator(seed),
+                memory_budget=self._budget, owner=type(self).__name__).centers))
         return torch.as_tensor(np.concatenate(out), dtype=self._dtype, device=self._device)
 
     def decision_function(self, X):

@@ -15,8 +15,9 @@ from numbers import Integral, Real
 import numpy as np
 import torch
 
-from ..._backend import to_numpy
+from ..._backend import make_generator, to_numpy
 from ..._validation import Interval, Options, check_params
+from ...kmeans import kmeans
 from ...linalg import KernelOperator, MemoryBudgetError, format_bytes
 from ._common import AT_LEAST_ONE
 from ._svc import KernelSVC
@@ -171,7 +172,6 @@ class ReducedSetSVC(KernelSVC):
         share = np.minimum(share, counts[present])
         Sn = to_numpy(S).astype(np.float64)
         seed = self.random_state if isinstance(self.random_state, (int, np.integer)) else 0
-        from sklearn.cluster import KMeans  # on use: sklearn.cluster adds ~40 ms to `import mercer`
 
         centres, owner = [], []
         for c, m in zip(present, share):
@@ -179,10 +179,11 @@ class ReducedSetSVC(KernelSVC):
             if m >= len(pts):
                 cen = pts
             else:
-                km = KMeans(n_clusters=int(m), n_init=3, random_state=seed).fit(pts)
-                cen = km.cluster_centers_
+                km = kmeans(torch.from_numpy(pts), int(m), init="k-means++", n_init=3, generator=make_generator(seed),
+                            memory_budget=self._budget, owner=type(self).__name__)
+                cen = to_numpy(km.centers)
                 if self.method == "kernel_kmeans":
-                    cen = self._kernel_kmeans(pts, km.labels_, int(m))
+                    cen = self._kernel_kmeans(pts, to_numpy(km.labels), int(m))
             centres.append(cen)
             owner.append(np.full(len(cen), c))
         self._centre_class = np.concatenate(owner)
