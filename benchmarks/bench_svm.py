@@ -115,7 +115,7 @@ def part1(sizes, fashion_n, dtypes, mercer_only: bool = False) -> list[dict]:
 def _model_rows(name, X, y, Xte, yte, quick: bool) -> list[dict]:
     from sklearn.svm import SVC
 
-    from mercer.models.svm import BudgetSVC, KernelSVC
+    from mercer.models.svm import BudgetSVC, KernelSVC, ReducedSetSVC
 
     out = []
 
@@ -136,7 +136,7 @@ def _model_rows(name, X, y, Xte, yte, quick: bool) -> list[dict]:
     record("exact KernelSVC", svc, t.seconds, f"{n_sv} SV")
     for frac in (0.10, 0.05, 0.01):
         with Timer() as t:
-            red = svc.reduce(frac, random_state=0)
+            red = ReducedSetSVC.from_svc(svc, frac, random_state=0)
         K = red.support_vectors_.shape[0]
         record(f"reduced set, K = {int(frac * 100)}% of SV", red, t.seconds, f"{K} vectors (+ exact fit {svc.fit_time_:.2f} s)")
     K = max(10, int(0.05 * n_sv))

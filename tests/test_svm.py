@@ -361,16 +361,30 @@ def test_reduced_set_with_every_support_vector_is_the_exact_machine(breast_cance
     svc = KernelSVC(kernel=RBF(gamma=0.02)).fit(X, y)
     n_sv = len(svc.support_)
     for refit in ("decision", "feature"):
-        red = svc.reduce(n_sv, refit=refit)
+        red = ReducedSetSVC.from_svc(svc, n_sv, refit=refit)
         assert red.support_vectors_.shape[0] == n_sv
         assert np.abs(red.decision_function(X) - svc.decision_function(X)).max() < 1e-4
+
+
+def test_from_svc_needs_a_fitted_kernel_svc(breast_cancer):
+    from sklearn.exceptions import NotFittedError
+
+    X, y = breast_cancer
+    with pytest.raises(NotFittedError):
+        ReducedSetSVC.from_svc(KernelSVC(), 10)
+    with pytest.raises(TypeError, match="from_svc needs a fitted KernelSVC; got BudgetSVC"):
+        ReducedSetSVC.from_svc(BudgetSVC(n_vectors=5, max_iter=2).fit(X[:50], y[:50]), 10)
+    svc = KernelSVC(C=3.0, kernel=RBF(gamma=0.02)).fit(X, y)
+    red = ReducedSetSVC.from_svc(svc, 10, random_state=0)
+    assert (red.C, red.kernel, red.n_vectors, red.random_state) == (3.0, svc.kernel, 10, 0)
+    assert red.support_vectors_.shape[0] == 10 and red.n_support_original_ == len(svc.support_)
 
 
 @pytest.mark.parametrize("method", ["kmeans", "kernel_kmeans"])
 def test_reduced_set_keeps_accuracy(digits, method):
     X, y, Xte, yte = _split(*digits, 900)
     svc = KernelSVC().fit(X, y)
-    red = svc.reduce(0.2, method=method, random_state=0)
+    red = ReducedSetSVC.from_svc(svc, 0.2, method=method, random_state=0)
     K = red.support_vectors_.shape[0]
     assert K == round(0.2 * len(svc.support_))
     assert red.dual_coef_.shape == (45, K)
@@ -474,7 +488,7 @@ def test_cuda_matches_cpu(breast_cancer):
     d = gpu.decision_function(torch.as_tensor(X, device="cuda"))
     assert d.device.type == "cuda" and np.abs(d.cpu().numpy() - cpu.decision_function(X)).max() < 1e-6
     BudgetSVC(n_vectors=10, max_iter=5, device="cuda").fit(X, y).predict(X)
-    cpu.reduce(10).predict(X)
+    ReducedSetSVC.from_svc(cpu, 10).predict(X)
 
 
 # -- scikit-learn contract -------------------------------------------------------------------------

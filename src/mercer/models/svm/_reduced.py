@@ -3,8 +3,8 @@ post-processed (Burges & Schölkopf 1996) into few support vectors.
 
 The support vectors are clustered (k-means in input space, or kernel k-means in feature space),
 the centres become the new support vectors, and the coefficients are refitted by least squares
-on the decision values (or by projection in the RKHS). ``KernelSVC.reduce(n_vectors)`` builds
-one from a fitted SVC.
+on the decision values (or by projection in the RKHS). ``ReducedSetSVC.from_svc(svc, n_vectors)``
+builds one from a fitted :class:`KernelSVC` (this module imports ``_svc``, never the reverse).
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from numbers import Integral, Real
 
 import numpy as np
 import torch
+from sklearn.utils.validation import check_is_fitted
 
 from ..._backend import make_generator, to_numpy
 from ..._validation import Interval, Options, check_params
@@ -111,12 +112,28 @@ class ReducedSetSVC(KernelSVC):
         self._reduce_from(svc)
         return self
 
+    @classmethod
+    def from_svc(cls, svc: KernelSVC, n_vectors=0.1, *, method="kmeans", refit="decision", random_state=None):
+        """A :class:`ReducedSetSVC` with ``n_vectors`` vectors (an int, or a fraction in (0, 1) of
+        the support vectors) approximating the fitted exact :class:`KernelSVC` ``svc``, without
+        training it again: its other parameters are ``svc``'s.
+
+        >>> red = ReducedSetSVC.from_svc(KernelSVC(C=10).fit(X, y), 0.1)  # 10% of the support vectors
+        """
+        if not isinstance(svc, KernelSVC):
+            raise TypeError(f"{cls.__name__}.from_svc needs a fitted KernelSVC; got {type(svc).__name__}.")
+        check_is_fitted(svc, "classes_")
+        params = {k: v for k, v in svc.get_params(deep=False).items() if k in cls._get_param_names()}
+        red = cls(n_vectors=n_vectors, method=method, refit=refit, **{**params, "random_state": random_state})
+        check_params(red)
+        return red._reduce_from(svc)
+
     def _reduce_from(self, svc: KernelSVC):
         owner = type(self).__name__
         if svc.kernel_.is_precomputed:
             raise ValueError(f"{owner}: a precomputed kernel has no input space to place new support vectors in.")
         if getattr(svc, "approximation_", None) is not None:
-            raise ValueError(f"{owner}: reduce() needs an exact KernelSVC (approximation=None).")
+            raise ValueError(f"{owner}: only an exact KernelSVC (approximation=None) can be reduced.")
         t0 = time.perf_counter()
         for attr in ("classes_", "kernel_", "_mode", "_pairs", "_device", "_dtype", "n_features_in_",
                      "shape_fit_", "class_weight_", "n_iter_", "fit_status_"):

@@ -693,16 +693,3 @@ class KernelSVC(_SVCDecisionMixin, KernelEstimatorMixin, ClassifierMixin, BaseEs
     def predict_log_proba(self, X):
         p = self.predict_proba(X)
         return torch.log(p) if isinstance(p, torch.Tensor) else np.log(p)
-
-    # -- reduced set -------------------------------------------------------------------------
-    def reduce(self, n_vectors, *, method="kmeans", refit="decision", random_state=None):
-        """A :class:`ReducedSetSVC` with ``n_vectors`` vectors (an int, or a fraction in (0, 1) of
-        the support vectors) approximating this fitted classifier. See :class:`ReducedSetSVC`."""
-        from ._reduced import ReducedSetSVC  # a genuine cycle: ReducedSetSVC is a KernelSVC
-
-        check_is_fitted(self, "classes_")
-        params = {k: v for k, v in self.get_params(deep=False).items() if k in ReducedSetSVC._get_param_names()}
-        red = ReducedSetSVC(n_vectors=n_vectors, method=method, refit=refit, **{**params, "random_state": random_state})
-        check_params(red)
-        red._reduce_from(self)
-        return red
