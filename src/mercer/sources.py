@@ -69,7 +69,13 @@ class RowSource:
     dtype : numpy dtype of the blocks (float32 or float64)
     feature_names : ndarray of str or None
         Column names (Parquet, DataFrames), checked against ``feature_names_in_`` at predict.
+    engine : str
+        The execution engine that runs blocked products over this source
+        (:func:`mercer.linalg.engine_for`): ``"local"`` (read in this process) unless a subclass
+        names another.
     """
+
+    engine = "local"
 
     n_samples: int
     n_features: int
@@ -376,6 +382,8 @@ class DaskSource(RowSource):
     """A Dask array or DataFrame read chunk by chunk in this process (each block is computed with
     Dask's scheduler in force: a cluster's workers compute the partitions, this process does the
     kernel products). Row chunks are aligned to the block size."""
+
+    engine = "dask"  # with a distributed Client in force, the products run on its workers
 
     def __init__(self, X, *, dtype=None):
         import dask.array as da

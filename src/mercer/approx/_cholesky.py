@@ -31,7 +31,7 @@ from sklearn.utils.validation import check_is_fitted
 from .._backend import as_output, make_generator, resolve_device, resolve_dtype, to_tensor
 from .._validation import Interval, Options, check_array_like, check_at_most, check_param, check_params
 from ..kernels import Kernel, resolve_kernel
-from ..linalg import (MemoryBudgetError, StreamedMethodsMixin, default_memory_budget, format_bytes, plan_rows,
+from ..linalg import (CROSS_SCRATCH_MIN_BYTES, FACTOR_COLUMN_MIN_BYTES, ExecutionPlan, MemoryBudgetError, StreamedMethodsMixin, default_memory_budget, format_bytes, plan_rows,
                       row_blocks, source_to_memory)
 from ._constraints import COMPUTE_CONSTRAINTS, KERNEL_CONSTRAINTS, N_COMPONENTS
 from ._finite import check_finite
@@ -146,7 +146,7 @@ def pivoted_cholesky(kernel: Kernel, X: torch.Tensor, max_rank: int, *, tol: flo
     traces: list[float] = []
     taken = torch.zeros(n, dtype=torch.bool, device=X.device)
     gen_cpu = generator if generator is None or generator.device.type == "cpu" else None
-    col_budget = max(budget - need, 1 << 20)
+    col_budget = ExecutionPlan(budget).holding(need, floor=FACTOR_COLUMN_MIN_BYTES).budget
     for j in range(r_max):
         if rule == "diag":
             p, col = int(torch.argmax(diag)), None
@@ -291,7 +291,7 @@ def _cross(kernel: Kernel, X: torch.Tensor, Z: torch.Tensor, budget: int) -> tor
     less the output (at least 4 MiB)."""
     n, m = X.shape[0], Z.shape[0]
     out = torch.empty(n, m, dtype=X.dtype, device=X.device)
-    scratch_budget = max(budget - n * m * X.element_size(), 1 << 22)
+    scratch_budget = ExecutionPlan(budget).holding(n * m * X.element_size(), floor=CROSS_SCRATCH_MIN_BYTES).budget
     # a row holds its m kernel entries and the kernel's working copies of them
     rows = plan_rows(n, max(m, 1) * X.element_size() * (1.0 + kernel.scratch(X.shape[1])), budget=scratch_budget,
                      max_bytes=None, what="a block of kernel rows")

@@ -39,7 +39,7 @@ from sklearn.utils.validation import check_is_fitted
 from .._backend import as_output, make_generator, num_threads, resolve_device, resolve_dtype, to_tensor
 from .._validation import Interval, check_array_like, check_params
 from ..kernels import Linear, Polynomial
-from ..linalg import StreamedMethodsMixin, default_memory_budget, plan_rows, row_blocks
+from ..linalg import SKETCH_SLAB_BYTES, StreamedMethodsMixin, default_memory_budget, plan_rows, row_blocks
 from ._constraints import COMPUTE_CONSTRAINTS, KERNEL_CONSTRAINTS, N_COMPONENTS, POLYNOMIAL_CONSTRAINTS
 from ._finite import check_finite
 from ._stream import fit_source
@@ -185,7 +185,7 @@ class TensorSketch(_PolySketchBase):
         C = torch.zeros(A.shape[0], self._n_features_out, dtype=A.dtype, device=A.device)
         return C.index_add_(1, self.index_hash_[j], A * self.bit_hash_[j])
 
-    def _count_sketch_gemm(self, A: torch.Tensor, j: int, slab_bytes: int = 32 << 20) -> torch.Tensor:
+    def _count_sketch_gemm(self, A: torch.Tensor, j: int, slab_bytes: int = SKETCH_SLAB_BYTES) -> torch.Tensor:
         """The count sketch as ``A @ H`` with the +-1 hashing matrix ``H`` (built in slabs of input
         features of at most ``slab_bytes``). On GPUs ``index_add_`` adds by atomics, whose order
         (so the rounding) changes from run to run; the product is deterministic."""

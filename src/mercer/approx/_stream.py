@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..linalg import default_memory_budget, plan_rows, tensor_blocks
+from ..linalg import STATISTIC_BLOCK_BYTES, current_plan, default_memory_budget, plan_rows, tensor_blocks
 from ..sources import RowSource, as_source, is_streamed
 
 __all__ = ["fit_source", "record_source", "source_variance"]
@@ -46,9 +46,9 @@ def source_variance(source: RowSource, *, memory_budget: int | None = None) -> f
     squared deviation), in float64, in two passes over row blocks."""
     import torch
 
-    budget = default_memory_budget(None, memory_budget)
-    rows = plan_rows(source.n_samples, 3 * 8 * max(source.n_features, 1), budget=max(budget // 4, 1),
-                     max_bytes=64 << 20, what="a block of streamed rows")
+    rows = plan_rows(source.n_samples, 3 * 8 * max(source.n_features, 1),
+                     budget=current_plan(memory_budget).share("streamed rows"), max_bytes=STATISTIC_BLOCK_BYTES,
+                     what="a block of streamed rows")
     size = source.n_samples * source.n_features
     total = 0.0
     for _, Xb in tensor_blocks(source, rows, dtype=torch.float64, device="cpu", desc="X.var(): mean"):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._config import get_config
-from ..linalg import default_memory_budget, register_engine
+from ..linalg import TASK_MIN_BYTES, ExecutionPlan, default_memory_budget, register_engine
 from ..sources import DaskSource, is_dask_collection
 from ._operator import DaskKernelOperator
 
@@ -41,8 +41,8 @@ def _worker_budget(client, requested: int) -> int:
     memory limit per thread (a worker without a limit: the request)."""
     limits = [w.get("memory_limit") or 0 for w in client.scheduler_info().get("workers", {}).values()]
     threads = [max(1, int(w.get("nthreads") or 1)) for w in client.scheduler_info().get("workers", {}).values()]
-    per_task = [lim // (4 * t) for lim, t in zip(limits, threads) if lim]
-    return max(1 << 20, min([int(requested)] + per_task))
+    per_task = [ExecutionPlan(lim // t).share("task") for lim, t in zip(limits, threads) if lim]
+    return max(TASK_MIN_BYTES, min([int(requested)] + per_task))
 
 
 class DaskEngine:
@@ -53,7 +53,7 @@ class DaskEngine:
     def applies(self, X) -> bool:
         return (isinstance(X, DaskSource) or is_dask_collection(X)) and current_client() is not None
 
-    def operator(self, kernel, X, Z, *, memory_budget: int, n_rhs: int = 1, max_tile_bytes=None):
+    def operator(self, kernel, X, Z, *, memory_budget=None, n_rhs: int = 1, max_tile_bytes=None, keep_bytes: int = 0):
         client = current_client()
         if client is None:
             raise RuntimeError("the Dask engine needs a distributed.Client (none is in force).")
@@ -66,6 +66,8 @@ class DaskEngine:
         finite (one pass over ``y``), as float64."""
         import dask.array as da
 
+        if not is_dask_collection(y):  # an in-memory y: validated by the estimator as any other
+            return None
         if hasattr(y, "to_dask_array"):  # Series / DataFrame
             y = y.to_dask_array(lengths=True)
         if not isinstance(y, da.Array):

@@ -30,7 +30,7 @@ import time
 import numpy as np
 import torch
 
-from ..linalg import KernelOperator, format_bytes
+from ..linalg import DIRECT_TILE_BYTES, KernelOperator, format_bytes
 
 __all__ = ["DaskKernelOperator"]
 
@@ -41,7 +41,7 @@ _FAN_IN = 4
 #: Cap on one kernel tile inside a task (the direct solve's ``K^T K``; glibc's settings,
 #: ``_keep_tiles_in_heap``); the products' tiles are sized as the in-process Nyström operator's
 #: (``max_tile_bytes="product"``: 8 MiB of kernel values per worker thread, read twice per product).
-_MAX_TILE_BYTES = 32 << 20
+_MAX_TILE_BYTES = DIRECT_TILE_BYTES
 #: A product interrupted by a lost worker (a broken connection while scattering) is run again this
 #: many times, each after waiting (at most ``_WAIT_WORKERS_S``) for a worker to be there.
 _RETRIES = 3
@@ -236,7 +236,7 @@ class DaskKernelOperator:
         return max(1, len(self.client.scheduler_info().get("workers", {})))
 
     # -- per-sample arrays placed like X's rows --------------------------------------------------
-    def rows(self, u):
+    def per_sample(self, u):
         """``u`` (n,) or (n, t) -- numpy, torch or Dask -- as a Dask array chunked like ``X``'s rows,
         in the operator's dtype (``None`` stays ``None``)."""
         import dask.array as da
@@ -259,7 +259,7 @@ class DaskKernelOperator:
 
     def _row_futures(self, u) -> list:
         """Futures of ``u``'s partitions (aligned with ``X``'s), computed once per array."""
-        u = self.rows(u)
+        u = self.per_sample(u)
         key = u.name
         if key not in self._row_cache:
             self._row_cache[key] = self.client.compute(list(u.to_delayed().ravel()), optimize_graph=False)
@@ -343,6 +343,31 @@ class DaskKernelOperator:
                      for x, w, where in zip(self._parts, ws, self._where())]
             return self._reduce(parts, self.shape[1] ** 2 * 8)
         return self._back(self._run("kt_k", product), False, out_dtype)
+
+    def statistics(self, U, *, weights=None, n_w: float | None = None, centre: bool = False, gram: bool = True):
+        """As :meth:`mercer.linalg.KernelOperator.statistics`, in two passes over the partitions when
+        centring a Gram: ``K^T [U, W 1]`` (the right-hand side and the column means), then the Gram of
+        the tiles shifted by the means (the shift is left at the means)."""
+        import dask.array as da
+
+        from ..linalg import Statistics
+
+        squeeze = len(U.shape) == 1
+        U = self.per_sample(U[:, None] if squeeze else U)
+        t = int(U.shape[1])
+        if centre:
+            w = da.ones((self.shape[0], 1), chunks=(self.row_chunks, 1), dtype=self.np_dtype) if weights is None \
+                else self.per_sample(weights)[:, None]
+            if n_w is None:
+                n_w = float(self.shape[0] if weights is None else w.sum().compute())
+            U = da.concatenate([U, w], axis=1)
+        KtU = self.rmatvec(U, out_dtype=torch.float64)
+        mean = KtU[:, t] / n_w if centre else None
+        H = None
+        if gram:
+            self.shift = None if mean is None else mean.to(self.dtype)
+            H = self.kt_k(weights=weights, out_dtype=torch.float64)
+        return Statistics(H, KtU[:, :t], mean)
 
     def close(self) -> None:
         """Release the persisted partitions and broadcast data on the cluster."""

@@ -44,6 +44,7 @@ import torch
 from .._backend import num_threads
 from .._jit import LazyJit
 from .._progress import task
+from ..linalg import KMEANS_BLOCK_BYTES, KMEANS_MAX_CHUNK_BYTES
 from ._passes import MIN_CLUSTERS_FOR_BOUNDS
 
 __all__ = ["GEMM_MIN_WORK", "LOOP_MIN_CLUSTERS_FOR_BOUNDS", "chunk_rows", "fused_threads", "lloyd_fused", "uses_gemm"]
@@ -52,7 +53,7 @@ log = logging.getLogger(__name__)
 
 #: Bytes of a block of points transposed for the compiled distance loop (L1 cache-sized; 256
 #: rows at most, where the running minima are 2 KiB).
-_BLOCK_BYTES = 32 * 2**10
+_BLOCK_BYTES = KMEANS_BLOCK_BYTES
 
 #: From ``k * d`` of this size on, the distances of the points whose labels the bounds do not prove
 #: are computed by one GEMM per block of rows (BLAS through torch) rather than in the compiled loop
@@ -88,7 +89,7 @@ _SERIAL_ITERS = 64
 #: At most this many chunks (a chunk keeps its own (k, d) float64 buffer of changes to the sums)
 #: and at most this many bytes of those buffers.
 _MAX_CHUNKS = 64
-_MAX_CHUNK_BYTES = 16 * 2**20
+_MAX_CHUNK_BYTES = KMEANS_MAX_CHUNK_BYTES
 
 _jit = LazyJit(globals())  # the compiled functions below, built on the first fit
 _POOL_LOCK = threading.Lock()

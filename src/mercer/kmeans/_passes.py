@@ -10,7 +10,7 @@ import math
 
 import torch
 
-from ..linalg import plan_blocks, row_blocks
+from ..linalg import KMEANS_TILE_BYTES, plan_blocks, row_blocks
 
 __all__ = ["KMEANS_TILE_BYTES", "MIN_CLUSTERS_FOR_BOUNDS", "assign", "block_rows", "own_sq", "sq_distances", "top2"]
 
@@ -18,9 +18,6 @@ __all__ = ["KMEANS_TILE_BYTES", "MIN_CLUSTERS_FOR_BOUNDS", "assign", "block_rows
 #: in the torch passes and in the GEMM passes of :mod:`mercer.kmeans._fused`.
 MIN_CLUSTERS_FOR_BOUNDS = 24
 
-#: Largest block of squared distances computed at once by k-means (GEMM outputs this size stay in
-#: cache-friendly territory; larger ones only cost memory).
-KMEANS_TILE_BYTES = 4 * 2**20
 
 
 def block_rows(n: int, k: int, d: int, *, itemsize: int, budget: int) -> int:

@@ -29,7 +29,7 @@ import torch
 from .. import _random as _rnd
 from .._backend import row_sq_norms
 from .._progress import task
-from ..linalg import plan_rows, source_rows, tensor_blocks
+from ..linalg import ExecutionPlan, plan_rows, source_rows, tensor_blocks
 from ._lloyd import KMeansResult, warn_distinct
 from ._passes import block_rows
 from ._seeding import seed_indices
@@ -202,7 +202,7 @@ def kmeans_streamed(source, n_clusters: int, *, memory_budget: int, dtype: torch
     trials = 2 + int(math.log(k)) if n_local_trials is None else n_local_trials
     # a block holds the read rows, their centred copy and temporaries (3 d), its distances (k or trials)
     rows = min(block_rows(n, max(k, trials), d, itemsize=item, budget=memory_budget),
-               plan_rows(n, (3 * d + max(k, trials) + 4) * item, budget=max(memory_budget // 4, 1),
+               plan_rows(n, (3 * d + max(k, trials) + 4) * item, budget=ExecutionPlan.resolve(memory_budget).share("streamed rows"),
                          fixed_bytes=2 * k * d * item, what=f"{owner}'s block of streamed rows"))
     mean, variance = _moments(source, rows, dtype, device)
     data = _CentredBlocks(source, mean, rows, dtype, device)

@@ -13,11 +13,9 @@ import math
 import os
 from collections.abc import Callable, Iterator
 
-from .._config import get_config
 from .._progress import task
-from .._validation import COMPUTE_CONSTRAINTS, check_param
 
-__all__ = ["BlockPlan", "MemoryBudgetError", "PRODUCT_TILE_BYTES_PER_THREAD", "available_memory", "default_memory_budget",
+__all__ = ["BlockPlan", "MemoryBudgetError", "PRODUCT_TILE_BYTES_PER_THREAD", "available_memory",
            "format_bytes", "observe_blocks", "plan_blocks", "plan_rows", "product_tile_bytes", "row_blocks"]
 
 #: Rows below which a tile is too thin for GEMMs to run well; columns are split before rows go under.
@@ -254,14 +252,3 @@ def available_memory(device=None) -> int:
     except (OSError, KeyError, ValueError):
         pages = os.sysconf("SC_AVPHYS_PAGES") if hasattr(os, "sysconf") else 0
         return int(pages * os.sysconf("SC_PAGE_SIZE")) if pages else 4 * 2**30
-
-
-def default_memory_budget(device=None, memory_budget: int | None = None) -> int:
-    """The budget in force: the explicit one, else the global config's, else a fraction of free memory."""
-    if memory_budget is not None:
-        check_param("default_memory_budget", "memory_budget", memory_budget, COMPUTE_CONSTRAINTS["memory_budget"])
-        return int(memory_budget)
-    cfg = get_config()
-    if cfg.memory_budget is not None:
-        return int(cfg.memory_budget)
-    return max(int(available_memory(device) * cfg.memory_fraction), 16 * 2**20)

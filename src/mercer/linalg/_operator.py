@@ -8,6 +8,7 @@ for the later products (an iterative solver's).
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import time
 
@@ -16,11 +17,12 @@ import torch
 
 from ..kernels import Kernel
 from ..sources import RowSource
-from ._blocking import (BlockPlan, MemoryBudgetError, default_memory_budget, format_bytes, plan_blocks,
+from ._plan import SHIFT_SAMPLE_ROWS, STREAM_READ_BYTES, ExecutionPlan, default_memory_budget
+from ._blocking import (BlockPlan, MemoryBudgetError, format_bytes, plan_blocks,
                         product_tile_bytes, row_blocks)
 from ._mixed import fill_lower_gram, gram_tile_plan
 
-__all__ = ["KernelOperator"]
+__all__ = ["KernelOperator", "Statistics"]
 
 log = logging.getLogger(__name__)
 
@@ -28,8 +30,6 @@ log = logging.getLogger(__name__)
 #: Tiles of repeated products on a GPU (``max_tile_bytes="product"``).
 _GPU_PRODUCT_TILE_BYTES = 32 << 20
 
-#: Input bytes read from a source at once (several row blocks of tiles).
-_READ_BYTES = 32 << 20
 
 
 #: Row panels of :func:`_add_lower_gram` (the GEMMs skip the blocks above the diagonal: with p
@@ -54,6 +54,26 @@ def _add_lower_gram(out: torch.Tensor, A: torch.Tensor, B: torch.Tensor) -> None
             out[j:e, :e].addmm_(A[:, j:e].mT, B[:, :e])
         else:
             out[j:e, :e].add_(A[:, j:e].mT @ B[:, :e])
+
+
+@dataclasses.dataclass(frozen=True)
+class Statistics:
+    """What one pass over a kernel operator's tiles gives a ridge-type solve (float64).
+
+    Attributes
+    ----------
+    gram : tensor of shape (m, m) or None
+        ``K_c^T W K_c`` (``K_c``: the columns centred by their weighted means when the pass centres,
+        else ``K``); ``None`` when not asked for.
+    rhs : tensor of shape (m, t)
+        ``K_c^T U`` (with ``U = W y_c``, ``1^T U = 0``: equal to ``K^T U``).
+    col_mean : tensor of shape (m,) or None
+        The weighted column means ``K^T W 1 / n_w`` (when the pass centres).
+    """
+
+    gram: torch.Tensor | None
+    rhs: torch.Tensor
+    col_mean: torch.Tensor | None
 
 
 def _as_matrix(v: torch.Tensor) -> tuple[torch.Tensor, bool]:
@@ -153,7 +173,8 @@ class KernelOperator:
         # tile holds only ~800 rows (1M rows streamed from Parquet: 202 s with one read per tile, vs
         # 117 s in memory).
         n, br = self.shape[0], self.plan.row_block
-        per_read = max(1, min(_READ_BYTES, self.budget // 4) // max(self.source.bytes_per_row, 1) // br) * br
+        reads = min(STREAM_READ_BYTES, ExecutionPlan(self.budget).share("source reads"))
+        per_read = max(1, reads // max(self.source.bytes_per_row, 1) // br) * br
         for R, block in self.source.iter_blocks(row_blocks(n, per_read, desc="kernel rows")):
             if not np.isfinite(block).all():
                 raise ValueError(f"X contains NaN or infinity (streamed rows {R.start}:{R.stop} of "
@@ -336,6 +357,59 @@ class KernelOperator:
                     Ku.add_(Kr.T @ u[r])
         out.tril_()
         return out.add_(out.tril(-1).mT), Ku
+
+    def per_sample(self, u):
+        """A per-sample array (targets, weights; ``(n,)`` or ``(n, t)``) as the products take it: a
+        tensor in the operator's dtype on its device (``None`` stays ``None``)."""
+        if u is None:
+            return None
+        u = torch.as_tensor(u).to(device=self.device, dtype=self.dtype)
+        self._check_len(u, self.shape[0], "a per-sample array")
+        return u
+
+    def statistics(self, U, *, weights=None, n_w: float | None = None, centre: bool = False,
+                   gram: bool = True) -> Statistics:
+        """``K_c^T W K_c`` (when ``gram``), ``K_c^T U`` and the column means, from one pass over the tiles.
+
+        ``U`` (n, t) is ``W y_c`` (per-sample, as :meth:`per_sample` gives it), ``weights`` the ``W``
+        of the Gram (``None``: all ones) and ``n_w`` their sum. With ``centre`` the columns are those
+        of ``K_c = K - 1 k_mean^T``, ``k_mean = K^T W 1 / n_w``, the operator of a ridge with an
+        unpenalised intercept.
+
+        The one pass shifts the tiles by ``s``, the column means of at most
+        :data:`~mercer.linalg.SHIFT_SAMPLE_ROWS` evenly spaced rows, before their products are summed:
+        with ``delta = K_s^T W 1 / n_w`` (small, the sample's error), ``k_mean = s + delta`` and
+        ``K_c^T W K_c = K_s^T W K_s - n_w delta delta^T``, a correction far below the matrix itself (no
+        cancellation, unlike the same correction from unshifted tiles); ``K_s^T U = K_c^T U`` as
+        ``1^T U = 0``. The operator's shift is left at ``s``."""
+        n, m = self.shape
+        U, squeeze = _as_matrix(self._vec(U))
+        t = U.shape[1]
+        if centre:
+            if n_w is None:
+                n_w = float(n if weights is None else self._vec(weights).sum())
+            ones = torch.ones(n, 1, dtype=self.dtype, device=self.device) if weights is None else \
+                self._vec(weights)[:, None]
+            U = torch.cat([U, ones], dim=1)
+        if not gram:
+            KtU = self.rmatvec(U, out_dtype=torch.float64)
+            mean = KtU[:, t] / n_w if centre else None
+            return Statistics(None, KtU[:, :t], mean)
+        s = None
+        if centre:
+            sample = max(1, min(SHIFT_SAMPLE_ROWS, ExecutionPlan(self.budget).share("shift sample")
+                                // (m * self.dtype.itemsize)))
+            rows = torch.arange(0, n, -(-n // sample), device=self.device)  # at most `sample`, evenly spaced
+            self.shift = None
+            self.shift = self.rows(rows).mean(0)
+            s = self.shift.to(torch.float64)
+        H, KtU = self.kt_k_rmatvec(U, weights=weights, out_dtype=torch.float64)
+        mean = None
+        if s is not None:
+            delta = KtU[:, t] / n_w
+            H.sub_(torch.outer(delta, delta), alpha=n_w)
+            mean = s + delta
+        return Statistics(H, KtU[:, :t], mean)
 
     def diag(self) -> torch.Tensor:
         """Diagonal of a square operator, shape ``(n,)``."""

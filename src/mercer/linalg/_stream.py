@@ -20,17 +20,19 @@ import inspect
 import numpy as np
 
 from ..sources import RowSource, as_source, is_dask_collection, is_streamed
-from ._blocking import MAX_TILE_BYTES, default_memory_budget, plan_rows, row_blocks
+from ._blocking import MAX_TILE_BYTES, plan_rows, row_blocks
+from ._plan import STREAM_READ_BYTES, active_plan, current_plan, default_memory_budget, planned_call
 
-__all__ = ["STREAMED_METHODS", "StreamedMethodsMixin", "map_rows"]
+__all__ = ["PLANNED_METHODS", "STREAMED_METHODS", "StreamedMethodsMixin", "map_rows"]
 
 #: The row-wise methods that accept streamed input on every estimator.
 STREAMED_METHODS = ("predict", "predict_proba", "predict_log_proba", "decision_function", "transform",
                     "score_samples")
 
-#: Bytes per input row a method's own work is assumed to take on top of the block (its kernel rows
-#: are planned by the method itself, within the budget it finds): the input block is kept small.
-_BLOCK_BYTES = 32 << 20
+#: Methods that run under one execution plan per call (:func:`mercer.linalg.planned_call`), with
+#: the row-wise ones: the budget is resolved once when the call starts.
+PLANNED_METHODS = ("fit", "partial_fit", "fit_transform", "fit_predict", "score", "inverse_transform",
+                   "kneighbors", "radius_neighbors")
 
 
 def _frame(block: np.ndarray, names):
@@ -57,9 +59,10 @@ def map_rows(fn, X, *, estimator=None, desc: str | None = None):
     source = as_source(X)
     if names is not None and source.feature_names is None:
         names = None  # numeric blocks of an unnamed source: the method's own check warns, as for arrays
-    budget = default_memory_budget(None)
-    rows = plan_rows(source.n_samples, max(source.bytes_per_row, 8) * 4, budget=max(budget // 8, 1),
-                     max_bytes=min(_BLOCK_BYTES, MAX_TILE_BYTES), what="a block of streamed rows")
+    plan = (active_plan(estimator) if estimator is not None else None) or current_plan(
+        getattr(estimator, "memory_budget", None))
+    rows = plan_rows(source.n_samples, max(source.bytes_per_row, 8) * 4, budget=plan.share("streamed method"),
+                     max_bytes=min(STREAM_READ_BYTES, MAX_TILE_BYTES), what="a block of streamed rows")
     outs = [fn(_frame(block, names)) for _, block in source.iter_blocks(row_blocks(source.n_samples, rows,
                                                                                      desc=desc))]
     if not outs:
@@ -107,36 +110,55 @@ def _map_dask(fn, X, names):
                         meta=np.empty((0,) * probe.ndim, dtype=probe.dtype))
 
 
-def _streamed(method):
+def _call_device(self, X, fit: bool):
+    """The device whose memory a call plans against: the fitted model's, else for a fit the
+    ``device`` parameter or a tensor input's device."""
+    device = getattr(self, "_device", None)
+    if fit or device is None:
+        device = getattr(self, "device", None)
+        if device is None and getattr(X, "device", None) is not None and hasattr(X, "element_size"):
+            device = X.device
+    return device
+
+
+def _planned(method, *, streamed: bool):
+    """``method`` run under one execution plan per call; a row-wise method (``streamed``) also maps
+    a streamed ``X`` block by block within that plan."""
+    fit = method.__name__.startswith("fit") or method.__name__ == "partial_fit"
+
     @functools.wraps(method)
-    def wrapper(self, X, *args, **kwargs):
-        if not is_streamed(X, default_memory_budget(None, getattr(self, "memory_budget", None))):
-            return method(self, X, *args, **kwargs)
-        if hasattr(self, "_check_fitted"):  # an unfitted model says so before any file is opened
-            self._check_fitted()
-        return map_rows(lambda block: method(self, block, *args, **kwargs), X, estimator=self,
-                        desc=f"{type(self).__name__}.{method.__name__}")
-    wrapper._mercer_streamed = True
+    def wrapper(self, *args, **kwargs):
+        X = args[0] if args else kwargs.get("X")
+        with planned_call(self, getattr(self, "memory_budget", None), _call_device(self, X, fit)) as plan:
+            if not streamed or not args or not is_streamed(X, plan.budget):
+                return method(self, *args, **kwargs)
+            if hasattr(self, "_check_fitted"):  # an unfitted model says so before any file is opened
+                self._check_fitted()
+            return map_rows(lambda block: method(self, block, *args[1:], **kwargs), X, estimator=self,
+                            desc=f"{type(self).__name__}.{method.__name__}")
+    wrapper._mercer_planned = True
     return wrapper
 
 
 class StreamedMethodsMixin:
-    """Gives the row-wise methods a class defines (:data:`STREAMED_METHODS`) streamed input."""
+    """Gives the methods a class defines one execution plan per call (:data:`PLANNED_METHODS` and the
+    row-wise :data:`STREAMED_METHODS`), and the row-wise ones streamed input."""
 
-    #: Methods the class handles sources in itself (left unwrapped).
+    #: Methods the class handles sources in itself (planned, not wrapped for streaming).
     _stream_native: tuple = ()
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
-        for name in STREAMED_METHODS:  # defined here or inherited (from mixins outside this hierarchy too)
+        for name in STREAMED_METHODS + PLANNED_METHODS:  # defined here or inherited (from mixins too)
             attr = inspect.getattr_static(cls, name, None)
-            if attr is None or name in cls._stream_native:
+            if attr is None:
                 continue
+            streamed = name in STREAMED_METHODS and name not in cls._stream_native
             if inspect.isfunction(attr):
-                if not getattr(attr, "_mercer_streamed", False):
-                    setattr(cls, name, _streamed(attr))
-            elif inspect.isfunction(getattr(attr, "fn", None)) and not getattr(attr.fn, "_mercer_streamed", False):
-                attr.fn = _streamed(attr.fn)  # scikit-learn's available_if descriptor: wrap the function it guards
+                if not getattr(attr, "_mercer_planned", False):
+                    setattr(cls, name, _planned(attr, streamed=streamed))
+            elif inspect.isfunction(getattr(attr, "fn", None)) and not getattr(attr.fn, "_mercer_planned", False):
+                attr.fn = _planned(attr.fn, streamed=streamed)  # scikit-learn's available_if: wrap what it guards
 
 
 def source_to_memory(X, owner: str, *, memory_budget=None) -> np.ndarray:

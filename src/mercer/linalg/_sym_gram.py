@@ -34,7 +34,8 @@ import torch
 
 from .._backend import num_threads
 from ..kernels import Kernel
-from ._blocking import MemoryBudgetError, default_memory_budget, format_bytes, plan_blocks, row_blocks
+from ._blocking import MemoryBudgetError, format_bytes, plan_blocks, row_blocks
+from ._plan import default_memory_budget
 
 __all__ = ["SymmetricGram"]
 

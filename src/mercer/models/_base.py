@@ -9,10 +9,10 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import _check_sample_weight, column_or_1d
 
 from .._backend import resolve_device, resolve_dtype, to_numpy, to_tensor
-from .._validation import COMPUTE_CONSTRAINTS, check_array_like, check_param, describe, is_torch
+from .._validation import COMPUTE_CONSTRAINTS, check_array_like, describe, is_torch
 from ..approx import record_source
 from ..kernels import KERNEL_CONSTRAINTS, resolve_kernel
-from ..linalg import StreamedMethodsMixin, default_memory_budget, source_to_memory
+from ..linalg import ExecutionPlan, StreamedMethodsMixin, active_plan, current_plan, source_to_memory
 from ..sources import RowSource, is_streamed
 
 __all__ = ["COMPUTE_CONSTRAINTS", "KERNEL_CONSTRAINTS", "KernelEstimatorMixin", "check_class_labels",
@@ -105,16 +105,24 @@ class KernelEstimatorMixin(StreamedMethodsMixin):
 
     def _after_load(self) -> None:
         """Rebuild the state that :mod:`mercer.io` does not store once a model is loaded (the memory
-        budget needs nothing: see ``_budget``). Subclasses with derived state extend it (calling
+        budget needs nothing: see ``_plan``). Subclasses with derived state extend it (calling
         ``super()._after_load()`` first)."""
 
     @property
+    def _plan(self) -> ExecutionPlan:
+        """The execution plan of the call in progress: its memory budget was resolved once when the
+        public method started (``memory_budget``, else the caller's
+        ``mercer.config_context(memory_budget=...)``, else a fraction of the memory then free on the
+        model's device; :func:`mercer.linalg.planned_call`). So ``predict`` honours the context it
+        is called in, and a loaded model the loading machine's memory, not the budget of the fit.
+        Outside a public call (a private helper called directly), the plan is resolved now."""
+        plan = active_plan(self)
+        return plan if plan is not None else current_plan(self.memory_budget, getattr(self, "_device", None))
+
+    @property
     def _budget(self) -> int:
-        """The memory budget in force, resolved at each use: ``memory_budget``, else the caller's
-        ``mercer.config_context(memory_budget=...)``, else a fraction of the memory free now on the
-        model's device. So ``predict`` honours the context it is called in, and a loaded model
-        the loading machine's memory, not the budget of the fit."""
-        return default_memory_budget(getattr(self, "_device", None), self.memory_budget)
+        """The plan's budget in bytes (:attr:`_plan`)."""
+        return self._plan.budget
 
     def _resolve_kernel(self):
         return resolve_kernel(self.kernel, gamma=self.gamma, degree=self.degree, coef0=self.coef0,
@@ -127,7 +135,6 @@ class KernelEstimatorMixin(StreamedMethodsMixin):
             device = X.device
         self._device = resolve_device(device)
         self._dtype = resolve_dtype(self.dtype, X)
-        check_param(type(self).__name__, "memory_budget", self.memory_budget, COMPUTE_CONSTRAINTS["memory_budget"])
 
     def _tensor(self, X) -> torch.Tensor:
         return to_tensor(X, dtype=self._dtype, device=self._device)
@@ -136,7 +143,7 @@ class KernelEstimatorMixin(StreamedMethodsMixin):
         if is_streamed(X, self._budget):
             if self._streams_fit and reset:
                 return self._validate_source(X)
-            X = source_to_memory(X, type(self).__name__, memory_budget=getattr(self, "memory_budget", None))
+            X = source_to_memory(X, type(self).__name__, memory_budget=self._budget)
         return check_array_like(self, X, reset=reset, accept_sparse=True)
 
     def _validate_source(self, X) -> RowSource:

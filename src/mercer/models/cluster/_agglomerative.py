@@ -108,7 +108,7 @@ class KernelAgglomerative(ClusterMixin, KernelEstimatorMixin, BaseEstimator):
                 "memory_budget, subsample, or use KernelKMeans(approximation='nystroem') for large n.")
         out = np.empty(m, dtype=np.float64)
         diag = self.kernel_.diag(Xt)
-        rows = plan_blocks(n, n, Xt.shape[1], itemsize=Xt.element_size(), budget=max(self._budget - need, 1),
+        rows = plan_blocks(n, n, Xt.shape[1], itemsize=Xt.element_size(), budget=self._plan.holding(need).budget,
                            scratch=self.kernel_.scratch(Xt.shape[1])).row_block
         for s in row_blocks(n - 1, rows, desc="condensed distances"):
             i = s.start

@@ -138,7 +138,7 @@ class ApproximateKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ke
             k = int(k)
         return k, D
 
-    def _plan(self, n: int, D: int, item: int) -> tuple[bool, int]:
+    def _choose_route(self, n: int, D: int, item: int) -> tuple[bool, int]:
         """Whether to decompose the ``n x n`` Gram instead of the ``D x D`` covariance, and the
         bytes the decomposition holds (it must fit the budget)."""
         # More features than samples: the n x n Gram of the centred features has the same nonzero
@@ -183,7 +183,7 @@ class ApproximateKernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, Ke
         if self.kernel_.is_precomputed:
             raise ValueError(f"{owner} needs a kernel on feature vectors, not kernel='precomputed'.")
         item = torch.finfo(self._dtype).bits // 8
-        gram, need = self._plan(n, D, item)
+        gram, need = self._choose_route(n, D, item)
         self._seed = int(make_generator(self.random_state).initial_seed())
         t0 = time.perf_counter()
         source = Xv if isinstance(Xv, RowSource) else None

@@ -376,7 +376,7 @@ class KernelLogisticRegression(ClassifierMixin, KernelEstimatorMixin, BaseEstima
             K_MM = K_nM[ct]
         else:
             K_MM = self.kernel_(Xt[ct])
-            K_nM = KernelOperator(self.kernel_, Xt, Xt[ct], memory_budget=self._budget - need // 2).dense()
+            K_nM = KernelOperator(self.kernel_, Xt, Xt[ct], memory_budget=self._plan.holding(need / 2)).dense()
         mu, V = torch.linalg.eigh(0.5 * (K_MM + K_MM.T))
         keep = self._keep(mu)
         N = V[:, keep] / mu[keep].sqrt()                 # K_MM^{-1/2} on its range

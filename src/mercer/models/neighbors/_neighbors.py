@@ -29,7 +29,7 @@ from sklearn.utils.validation import check_is_fitted, column_or_1d
 
 from ..._backend import as_output, to_numpy
 from ..._validation import Interval, Options, check_at_most, check_param, check_params, is_torch
-from ...linalg import plan_blocks, row_blocks
+from ...linalg import DISTANCE_TILE_BYTES, plan_blocks, row_blocks
 from .._base import COMPUTE_CONSTRAINTS, KERNEL_CONSTRAINTS, KernelEstimatorMixin, labels_like
 
 __all__ = [
@@ -39,8 +39,6 @@ __all__ = [
     "KernelRadiusNeighborsRegressor",
 ]
 
-#: Largest tile of distances computed at once.
-_TILE_BYTES = 64 * 2**20
 
 _N_NEIGHBORS = [Interval(Integral, 1, None, closed="left")]
 _RADIUS = [Interval(Real, 0, math.inf, closed="left")]
@@ -116,10 +114,10 @@ class _NeighborsBase(KernelEstimatorMixin, BaseEstimator):
         Xv = self._validate_X(X, reset=False)
         return self._tensor(Xv), False
 
-    def _plan(self, nq, width):
+    def _query_plan(self, nq, width):
         d = self.X_fit_.shape[1]
         plan = plan_blocks(nq, self.n_samples_fit_, d, itemsize=self.X_fit_.element_size(), budget=self._budget,
-                           scratch=self.kernel_.scratch(d) + 1.0, n_rhs=max(1, width), max_tile_bytes=_TILE_BYTES)
+                           scratch=self.kernel_.scratch(d) + 1.0, n_rhs=max(1, width), max_tile_bytes=DISTANCE_TILE_BYTES)
         return plan.row_block, plan.col_block
 
     def _dist2(self, Q, q_diag, cols):
@@ -130,7 +128,7 @@ class _NeighborsBase(KernelEstimatorMixin, BaseEstimator):
     def _kneighbors_tensor(self, Q, k):
         """(dist2, index) of the ``k`` nearest training samples, by (distance, index), shape (nq, k)."""
         nq, n = Q.shape[0], self.n_samples_fit_
-        rows, cols = self._plan(nq, 2 * k)
+        rows, cols = self._query_plan(nq, 2 * k)
         q_diag = self.kernel_.diag(Q)
         out_d = torch.empty(nq, k, dtype=Q.dtype, device=Q.device)
         out_i = torch.empty(nq, k, dtype=torch.long, device=Q.device)
@@ -217,7 +215,7 @@ class _NeighborsBase(KernelEstimatorMixin, BaseEstimator):
         if sort_results and not return_distance:
             raise ValueError("return_distance must be True if sort_results is True.")
         nq = Q.shape[0]
-        rows, cols = self._plan(nq, 2)
+        rows, cols = self._query_plan(nq, 2)
         q_diag = self.kernel_.diag(Q)
         dist = np.empty(nq, dtype=object)
         ind = np.empty(nq, dtype=object)

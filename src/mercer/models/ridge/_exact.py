@@ -210,7 +210,7 @@ class _KernelRidgeBase(KernelEstimatorMixin, BaseEstimator):
             )
         op = KernelOperator(self.kernel_, Xt, memory_budget=budget)
         d = 1 if self.kernel_.is_precomputed else Xt.shape[1]
-        plan = gram_tile_plan(n, d, itemsize=item, budget=max(budget - need, 1), scratch=self.kernel_.scratch(d))
+        plan = gram_tile_plan(n, d, itemsize=item, budget=self._plan.holding(need).budget, scratch=self.kernel_.scratch(d))
         s = torch.ones(n, dtype=Yt.dtype, device=Yt.device) if sw is None else sw
         y_mean = torch.zeros(Yt.shape[1], dtype=Yt.dtype, device=Yt.device)
         if self.fit_intercept:  # centred first: a large offset would cancel in u - b v

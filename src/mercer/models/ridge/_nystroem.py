@@ -39,9 +39,9 @@ from ..._backend import as_output, make_generator, to_numpy
 from ..._validation import Interval, Options, check_at_most, check_params
 from ...approx import (LANDMARKS_CONSTRAINTS, check_finite, check_landmarks_param, check_params_fit_dtype,
                        select_landmarks)
-from ...linalg import (ConvergenceWarning, FalkonPreconditioner, KernelOperator, MemoryBudgetError, conjugate_gradient,
-                       distributed_engine, falkon_solve_bytes, format_bytes, jittered_cholesky, lower_gram)
-from ...sources import RowSource, is_dask_collection
+from ...linalg import (ConvergenceWarning, FalkonPreconditioner, KernelOperator, conjugate_gradient, engine_for,
+                       falkon_solve_bytes, jittered_cholesky, lower_gram, nystroem_plan)
+from ...sources import RowSource
 from .._base import COMPUTE_CONSTRAINTS, KERNEL_CONSTRAINTS, KernelEstimatorMixin
 from ._checkpoint import Checkpoint, fingerprint
 from ._exact import RidgeClassifierMixin, _check_alpha, add_intercept, intercept_output
@@ -57,20 +57,6 @@ def _alpha_groups(alphas: np.ndarray) -> dict[float, list[int]]:
     for j, a in enumerate(alphas):
         groups.setdefault(float(a), []).append(j)
     return groups
-
-
-#: Rows (evenly spaced; fewer where a quarter of the tiles' budget holds fewer) whose kernel
-#: columns' means shift the direct solve's tiles with an intercept.
-_SHIFT_ROWS = 1024
-
-
-def _with_column(U, u):
-    """``[U, u]``: the targets (n, t) and one more per-sample column, torch or Dask."""
-    if isinstance(U, torch.Tensor):
-        return torch.cat([U, u[:, None].to(U.dtype)], dim=1)
-    import dask.array as da
-
-    return da.concatenate([U, u[:, None].astype(U.dtype)], axis=1)
 
 
 class _NystroemRidgeBase(KernelEstimatorMixin, BaseEstimator):
@@ -110,7 +96,9 @@ class _NystroemRidgeBase(KernelEstimatorMixin, BaseEstimator):
         """Fit every column of ``Y`` (n, t); ``fit`` has checked the parameter table."""
         t_start = time.perf_counter()
         centers, M, alphas = self._check_fit(X, Y)
-        direct, need = self._plan(M, X.shape[1], Y.shape[1])
+        direct = self._choose_solver(M, X.shape[1], Y.shape[1])
+        budget = nystroem_plan(self._plan, falkon_solve_bytes(M, Y.shape[1], direct=direct), direct=direct,
+                               owner=type(self).__name__, n_centers=M)
         n_w = float(X.shape[0] if sw is None else sw.sum())
         if n_w <= 0:
             raise ValueError(f"{type(self).__name__}: the sample weights sum to zero.")
@@ -122,27 +110,19 @@ class _NystroemRidgeBase(KernelEstimatorMixin, BaseEstimator):
                                   dtype=self._dtype, device=self._device)
         y_mean = np.asarray((Y.mean(0) if sw is None else (sw @ Y) / n_w) if self.fit_intercept  # a Dask y: computed
                             else np.zeros(Y.shape[1]), dtype=np.float64)
-        op, Yt, w = self._operator(Xt, Z, Y - y_mean, sw, direct, tile_budget=max(self._budget - need, 1 << 24),
-                                   keep_bytes=0 if direct else max(self._budget - need, 0) // 2)
-        # K_nM^T W (y - mean y), and with an intercept K_nM^T W 1 / n_w = k_mean, in one pass over the tiles.
-        # With an intercept the system is that of the centred columns, K_c = K_nM - 1 k_mean^T:
-        # K_c^T W K_c = K_nM^T W K_nM - n_w k_mean k_mean^T, and K_c^T W y_c = K_nM^T W y_c.
-        U = Yt if w is None else Yt * w[:, None]
-        if self.fit_intercept:
-            ones = torch.ones_like(Yt[:, 0]) if isinstance(Yt, torch.Tensor) else np.ones_like(Yt[:, 0])  # Dask: lazy
-            U = _with_column(U, ones if w is None else w)
-        gram = None
-        if direct and isinstance(op, KernelOperator):
-            gram, rhs = self._direct_pass(op, U, w, n_w, Y.shape[1])
-        else:
-            KtU = op.rmatvec(U, out_dtype=torch.float64)
-            rhs = KtU[:, :Y.shape[1]]
-            self._k_mean = KtU[:, -1] / n_w if self.fit_intercept else None
-        # The operator (local or Dask) subtracts k_mean from every tile, so each product is one of K_c in
-        # the tiles' precision (a positive semi-definite K_c^T W K_c, even in float32). The rank-one
-        # correction K^T W K v - n_w k_mean k_mean^T v instead subtracts two float64 numbers each carrying
-        # the float32 rounding of K_nM v, whose mean dominates it: CG broke down on it (standardised
-        # protein, alpha = 1e-6 n: residual 0.78 after 41 iterations).
+        op = self._operator(Xt, Z, Y.shape[1], direct, budget)
+        Yt, w = op.per_sample(Y - y_mean), op.per_sample(sw)
+        # K_nM^T W (y - mean y), and with an intercept K_nM^T W 1 / n_w = k_mean, in one pass over the tiles
+        # (with the direct solver's K_c^T W K_c too). With an intercept the system is that of the centred
+        # columns, K_c = K_nM - 1 k_mean^T: K_c^T W y_c = K_nM^T W y_c. The operator (any engine) then
+        # subtracts k_mean from every tile, so each product is one of K_c in the tiles' precision (a
+        # positive semi-definite K_c^T W K_c, even in float32). The rank-one correction
+        # K^T W K v - n_w k_mean k_mean^T v instead subtracts two float64 numbers each carrying the float32
+        # rounding of K_nM v, whose mean dominates it: CG broke down on it (standardised protein,
+        # alpha = 1e-6 n: residual 0.78 after 41 iterations).
+        stats = op.statistics(Yt if w is None else Yt * w[:, None], weights=w, n_w=n_w, centre=self.fit_intercept,
+                              gram=direct)
+        rhs, gram, self._k_mean = stats.rhs, stats.gram, stats.col_mean
         if self._k_mean is not None and gram is None:
             op.shift = self._k_mean.to(op.dtype)
         K_mm = self.kernel_(Z.to(torch.float64))
@@ -171,9 +151,9 @@ class _NystroemRidgeBase(KernelEstimatorMixin, BaseEstimator):
 
     def _validate_targets(self, y, X):
         """``y`` as float64 (n,) or (n, t); a Dask ``y`` stays on the cluster when the products run
-        there (:func:`mercer.linalg.distributed_engine`), else it is gathered like any array."""
-        engine = distributed_engine(X) if is_dask_collection(y) else None
-        return engine.targets(y, X, type(self).__name__) if engine is not None else self._validate_y(y, X.shape[0])
+        there (the engine of :func:`mercer.linalg.engine_for`), else it is gathered like any array."""
+        y_kept = engine_for(X).targets(y, X, type(self).__name__)
+        return y_kept if y_kept is not None else self._validate_y(y, X.shape[0])
 
     def _check_fit(self, X, Y: np.ndarray):
         """The data-dependent checks: the centres (rule or array), M, alpha per target, the kernel."""
@@ -195,75 +175,33 @@ class _NystroemRidgeBase(KernelEstimatorMixin, BaseEstimator):
         check_params_fit_dtype(self.kernel_, self._dtype, owner)
         return centers, M, alphas
 
-    def _plan(self, M: int, d: int, t: int) -> tuple[bool, int]:
-        """The solver (direct or CG) and the bytes its M x M matrices and vectors hold."""
-        direct = self.solver == "direct" or (
+    def _choose_solver(self, M: int, d: int, t: int) -> bool:
+        """Whether to solve directly (else by CG): ``solver``, or "auto"'s rule."""
+        return self.solver == "direct" or (
             self.solver == "auto" and M <= self.direct_max_centers(d)
             and falkon_solve_bytes(M, t, direct=True) <= self._budget)
-        need = falkon_solve_bytes(M, t, direct=direct)
-        if need > self._budget:
-            raise MemoryBudgetError(
-                f"{type(self).__name__}: n_centers={M} needs about {format_bytes(need)} for its M x M matrices "
-                f"(float64), more than the memory budget of {format_bytes(self._budget)}. Use fewer "
-                f"centres (about {int(math.sqrt(self._budget / 16))} fit), or raise memory_budget.")
-        return direct, need
 
-    def _operator(self, Xt, Z, Y, sw, direct: bool, tile_budget: int, keep_bytes: int = 0):
-        """The blocked ``K_nM`` operator, the targets and the weights in the operator's precision.
-        Data on a Dask cluster (with a client in force) gets the engine's operator, which runs the
-        products on the workers; its targets and weights stay Dask arrays placed like X's rows."""
-        engine = distributed_engine(Xt)
-        if engine is not None:
-            Z = Z.to(torch.float64) if direct else Z
-            op = engine.operator(self.kernel_, Xt, Z, memory_budget=tile_budget, n_rhs=Y.shape[1])
-            return op, op.rows(Y), op.rows(sw)
-        Yt = torch.as_tensor(Y, dtype=Z.dtype, device=self._device)
-        w = None if sw is None else torch.as_tensor(sw, dtype=Z.dtype, device=self._device)
-        if direct and Z.dtype != torch.float64:  # the direct solve is GEMM-bound: float64 tiles cost little more
-            Z, Yt = Z.to(torch.float64), Yt.to(torch.float64)
+    def _operator(self, Xt, Z, t: int, direct: bool, budget):
+        """The blocked ``K_nM`` operator of the engine the data chooses (a cluster's runs the products
+        on its workers; per-sample arrays then stay placed like X's rows). ``budget``: the fit's
+        :class:`~mercer.linalg.NystroemPlan`.
+
+        The direct solve is GEMM-bound: float64 tiles cost little more, and its one pass takes the
+        plan's large tiles. CG's tiles are sized for the repeated product (``K v``, then ``K^T w``:
+        the second read should come from cache; :func:`mercer.linalg.product_tile_bytes`), and it
+        keeps ``K_nM`` when it fits the plan's ``keep_bytes``: an iteration then reads it twice from
+        memory instead of evaluating the kernel (n = 100,000, M = 5,000, d = 8, float64: 0.26 s vs
+        1.46 s with the intercept's shift; 0.13 s vs 0.27 s in float32 without it)."""
+        if direct and Z.dtype != torch.float64:
+            Z = Z.to(torch.float64)
             Xt = Xt if isinstance(Xt, RowSource) else Xt.to(torch.float64)  # a source's blocks follow Z's dtype
-            w = None if w is None else w.to(torch.float64)
-        # CG: tiles sized for the repeated product (K v, then K^T w: the second read should come from
-        # cache), 8 MiB of kernel values per thread on the CPU (mercer.linalg.product_tile_bytes). The
-        # direct solve makes one GEMM-bound pass: 32 MiB tiles, as measured in benchmarks/bench_shapes.py.
-        # CG keeps K_nM when it fits half the budget left: an iteration then reads it twice from memory
-        # instead of evaluating the kernel (n = 100,000, M = 5,000, d = 8, float64: 0.26 s vs 1.46 s with
-        # the intercept's shift; 0.13 s vs 0.27 s in float32 without it).
-        op = KernelOperator(self.kernel_, Xt, Z, memory_budget=tile_budget, n_rhs=Y.shape[1] + self.fit_intercept,
-                            max_tile_bytes=(32 << 20) if direct else "product", keep_bytes=keep_bytes)
-        return op, Yt, w
+        return engine_for(Xt).operator(self.kernel_, Xt, Z, memory_budget=budget.tiles,
+                                       n_rhs=t + self.fit_intercept, max_tile_bytes=budget.max_tile_bytes,
+                                       keep_bytes=budget.keep_bytes)
 
-    def _direct_pass(self, op, U, w, n_w: float, t: int):
-        """``K_c^T W K_c`` and the right-hand side ``K_c^T W y_c`` of the direct solve from one pass over
-        the tiles (float64; ``K_c`` the centred kernel columns with an intercept, else ``K_nM``); sets
-        ``_k_mean``. ``U`` is ``W y_c`` (with an intercept also ``W 1`` as its last column).
-
-        With an intercept the tiles are shifted by ``s``, the column means of :data:`_SHIFT_ROWS`
-        evenly spaced rows, before their products are summed: with ``delta = K_s^T W 1 / n_w`` (small,
-        the sample's error), ``k_mean = s + delta`` and ``K_c^T W K_c = K_s^T W K_s - n_w delta
-        delta^T``, a correction far below the matrix itself (no cancellation, unlike the same
-        correction from unshifted tiles); ``K_s^T W y_c = K_c^T W y_c`` as ``1^T W y_c = 0``. One
-        pass instead of two (the column means first, then the shifted tiles)."""
-        s = None
-        if self.fit_intercept:
-            (n, m), itemsize = op.shape, torch.finfo(op.dtype).bits // 8
-            sample = max(1, min(_SHIFT_ROWS, op.budget // (4 * m * itemsize)))  # a quarter of the tiles' budget
-            rows = torch.arange(0, n, -(-n // sample), device=op.device)  # at most `sample`, evenly spaced
-            op.shift = op.rows(rows).mean(0)
-            s = op.shift.to(torch.float64)
-        H, KtU = op.kt_k_rmatvec(U, weights=w, out_dtype=torch.float64)
-        self._k_mean = None
-        if s is not None:
-            delta = KtU[:, -1] / n_w
-            H.sub_(torch.outer(delta, delta), alpha=n_w)
-            self._k_mean = s + delta
-        return H, KtU[:, :t]
-
-    def _solve_direct(self, op, w, n_w, rhs, K_mm, groups, H=None):
-        """(K_nM^T W K_nM + alpha K_MM) beta = K_nM^T W y by Cholesky: one pass over the tiles
-        (``H``: ``K_c^T W K_c`` when :meth:`_direct_pass` computed it with the right-hand side)."""
-        if H is None:
-            H = op.kt_k(weights=w, out_dtype=torch.float64)  # K_c^T W K_c with an intercept (centred tiles)
+    def _solve_direct(self, op, w, n_w, rhs, K_mm, groups, H):
+        """(K_c^T W K_c + alpha K_MM) beta = K_c^T W y_c by Cholesky (``H``: ``K_c^T W K_c``, from the
+        operator's statistics with the right-hand side)."""
         coef = torch.empty_like(rhs)
         for a, cols in groups.items():
             A = H.clone()

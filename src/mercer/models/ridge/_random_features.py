@@ -20,7 +20,7 @@ from sklearn.utils.validation import check_is_fitted
 from ..._backend import as_output
 from ..._validation import Interval, Options, check_params
 from ...approx import RandomFourierFeatures, check_finite
-from ...linalg import MemoryBudgetError, format_bytes, jittered_cholesky, plan_rows, row_blocks, tensor_blocks
+from ...linalg import MAX_TILE_BYTES, MemoryBudgetError, format_bytes, jittered_cholesky, plan_rows, row_blocks, tensor_blocks
 from ...sources import RowSource
 from .._base import COMPUTE_CONSTRAINTS, KERNEL_CONSTRAINTS, KernelEstimatorMixin
 from ._exact import NormalEquations, _check_alpha, add_intercept, intercept_output
@@ -91,7 +91,7 @@ class RandomFeatureRidge(MultiOutputMixin, RegressorMixin, KernelEstimatorMixin,
     def _rows(self, n: int, D: int, d: int, itemsize: int) -> int:
         """Rows per block: a block holds its input row, its features and their weighted copy
         (``d + 2 D`` per row), within a quarter of the budget and 128 MiB."""
-        return plan_rows(n, (d + 2 * D) * itemsize, budget=max(self._budget // 4, 1), max_bytes=128 << 20,
+        return plan_rows(n, (d + 2 * D) * itemsize, budget=self._plan.share("feature rows"), max_bytes=MAX_TILE_BYTES,
                          what=f"{type(self).__name__}'s block of random features")
 
     def fit(self, X, y, sample_weight=None):

@@ -54,7 +54,7 @@ from ..._backend import as_output, make_generator, to_numpy
 from ..._backend import num_threads as _num_threads
 from ..._validation import Interval, Options, check_at_most, check_params
 from ...approx import check_finite
-from ...linalg import (DENSE_SERIAL_MAX_N, KernelOperator, MemoryBudgetError, format_bytes, jittered_cholesky,
+from ...linalg import (DENSE_SERIAL_MAX_N, ExecutionPlan, KernelOperator, MemoryBudgetError, format_bytes, jittered_cholesky,
                        plan_rows, row_blocks)
 from .._base import COMPUTE_CONSTRAINTS, KERNEL_CONSTRAINTS, KernelEstimatorMixin
 
@@ -173,7 +173,8 @@ class _Sketch:
         if n * self.m < transform_cost and 2 * n * self.m * item < budget:
             # Few components: the blocked product with the materialised S^T does less arithmetic.
             St = self.apply_transpose(torch.eye(self.m, dtype=X.dtype, device=X.device))
-            return KernelOperator(kernel, X, memory_budget=budget - n * self.m * item, n_rhs=self.m).matvec(St)
+            return KernelOperator(kernel, X, memory_budget=ExecutionPlan(budget).holding(n * self.m * item),
+                                  n_rhs=self.m).matvec(St)
         # A block of kernel rows: the rows, the kernel's scratch, their padded transform and the inputs.
         per_row = item * (4 * N + n * (1.0 + kernel.scratch(X.shape[1])) + X.shape[1])
         br = plan_rows(n, per_row, budget=budget, max_bytes=None, what="a block of kernel rows of the Hadamard sketch")
@@ -315,7 +316,7 @@ class SketchedKernelRidge(MultiOutputMixin, RegressorMixin, KernelEstimatorMixin
                 "Use a smaller n_components or raise memory_budget."
             )
         self.sketch_seed_ = int(make_generator(self.random_state).initial_seed())
-        left = max(self._budget - need, 1)
+        left = self._plan.holding(need).budget
         S = self._draw_sketch(n, m, max_bytes=left)
         B = S.kernel_product(self.kernel_, Xt, left)         # K S^T, (n, m)
         check_finite(B, type(self).__name__, "the sketched kernel values (K S^T)", X=Xt, kernel=self.kernel_)
