@@ -25,6 +25,7 @@ import torch
 __all__ = [
     "TOL",
     "KernelContract",
+    "OperatorContract",
     "assert_close",
     "gaussian_data",
     "readonly",
@@ -167,3 +168,108 @@ class KernelContract:
         X, Z = data
         with pytest.raises(ValueError, match="features"):
             case[0](X, Z[:, :-1])
+
+
+class OperatorContract:
+    """Invariants of every :class:`mercer.linalg.ProductOperator` (each engine's operator).
+
+    A test class inherits this and defines ``make(kernel, X, Z)``, which returns the operator of
+    ``K = kernel(X, Z)`` on its engine (``X``: a read-only float64 numpy array, ``Z``: a float64
+    tensor). Every product is checked against the dense float64 matrix, with and without weights,
+    with and without the intercept's column shift, so an engine cannot differ from the others.
+    """
+
+    tol = 1e-10
+
+    @staticmethod
+    def make(kernel, X, Z):  # pragma: no cover - each engine's class defines it
+        raise NotImplementedError
+
+    @pytest.fixture
+    def problem(self):
+        from mercer.kernels import RBF
+
+        rng = np.random.default_rng(0)
+        X = readonly(rng.normal(size=(157, 3)))
+        Z = torch.as_tensor(rng.normal(size=(11, 3)))
+        kernel = RBF(gamma=0.4)
+        K = kernel(torch.as_tensor(np.array(X)), Z).numpy()
+        w = rng.uniform(0.2, 2.0, size=157)
+        return kernel, X, Z, K, w, rng
+
+    @staticmethod
+    def _np(a) -> np.ndarray:
+        if hasattr(a, "compute"):
+            a = a.compute()
+        return a.detach().cpu().numpy() if isinstance(a, torch.Tensor) else np.asarray(a)
+
+    def test_is_a_product_operator(self, problem):
+        from mercer.linalg import ProductOperator
+
+        kernel, X, Z, K, *_ = problem
+        op = self.make(kernel, X, Z)
+        assert isinstance(op, ProductOperator)
+        assert tuple(op.shape) == K.shape and op.dtype == torch.float64 and op.shift is None
+
+    def test_per_sample_keeps_values(self, problem):
+        kernel, X, Z, K, w, _ = problem
+        op = self.make(kernel, X, Z)
+        assert op.per_sample(None) is None
+        np.testing.assert_array_equal(self._np(op.per_sample(w)), w)
+        with pytest.raises(ValueError):
+            op.per_sample(w[:-1])
+
+    @pytest.mark.parametrize("shifted", [False, True])
+    def test_products_equal_dense(self, problem, shifted):
+        kernel, X, Z, K, w, rng = problem
+        op = self.make(kernel, X, Z)
+        if shifted:
+            s = rng.normal(size=K.shape[1])
+            op.shift = torch.as_tensor(s)
+            K = K - s
+        u, v = rng.normal(size=(K.shape[0], 2)), rng.normal(size=(K.shape[1], 2))
+        assert_close(self._np(op.rmatvec(op.per_sample(u))), K.T @ u, self.tol)
+        assert_close(self._np(op.rmatvec(op.per_sample(u[:, 0]))), K.T @ u[:, 0], self.tol)
+        assert_close(self._np(op.kt_k_v(torch.as_tensor(v))), K.T @ (K @ v), self.tol)
+        assert_close(self._np(op.kt_k_v(torch.as_tensor(v[:, 0]), weights=op.per_sample(w))),
+                     K.T @ (w * (K @ v[:, 0])), self.tol)
+        assert_close(self._np(op.kt_k()), K.T @ K, self.tol)
+        assert_close(self._np(op.kt_k(weights=op.per_sample(w), out_dtype=torch.float64)), K.T @ (w[:, None] * K),
+                     self.tol)
+
+    @pytest.mark.parametrize("weighted", [False, True])
+    @pytest.mark.parametrize("centre", [False, True])
+    @pytest.mark.parametrize("gram", [False, True])
+    def test_statistics_equal_dense(self, problem, weighted, centre, gram):
+        kernel, X, Z, K, w, rng = problem
+        w = w if weighted else np.ones(K.shape[0])
+        y = rng.normal(size=(K.shape[0], 2)) + 5.0
+        n_w = w.sum()
+        y_c = y - w @ y / n_w
+        op = self.make(kernel, X, Z)
+        U = op.per_sample(w[:, None] * y_c)
+        st = op.statistics(U, weights=op.per_sample(w) if weighted else None, n_w=float(n_w), centre=centre,
+                           gram=gram)
+        k_mean = w @ K / n_w
+        Kc = K - k_mean if centre else K
+        assert_close(self._np(st.rhs), Kc.T @ (w[:, None] * y_c), self.tol)
+        if centre:
+            assert_close(self._np(st.col_mean), k_mean, self.tol)
+        else:
+            assert st.col_mean is None
+        if gram:
+            assert_close(self._np(st.gram), Kc.T @ (w[:, None] * Kc), self.tol)
+        else:
+            assert st.gram is None
+        if centre:  # later products are those of the centred columns (to the tiles' rounding)
+            op.shift = st.col_mean
+            v = rng.normal(size=K.shape[1])
+            assert_close(self._np(op.kt_k_v(torch.as_tensor(v))), Kc.T @ (Kc @ v), 1e-8)
+
+    def test_inputs_not_modified(self, problem):
+        kernel, X, Z, K, w, rng = problem
+        Z0, w0 = Z.clone(), w.copy()
+        op = self.make(kernel, X, Z)
+        op.statistics(op.per_sample(w[:, None]), weights=op.per_sample(w), centre=True)
+        op.kt_k_v(torch.ones(K.shape[1], dtype=torch.float64), weights=op.per_sample(w))
+        assert torch.equal(Z, Z0) and np.array_equal(w, w0)
