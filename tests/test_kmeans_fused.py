@@ -178,4 +178,4 @@ def test_thread_rule():
     assert fused.fused_threads(5_000, 50, 2, False) == 1
     assert fused.fused_threads(10**6, 50, 8, False) == min(torch.get_num_threads(), fused._MAX_CHUNKS)
     rows = fused.chunk_rows(10**6, 50, 784, True)
-    assert rows >= 256 and (10**6 / rows) * 50 * 784 * 8 <= fused._MAX_CHUNK_BYTES * 1.01
+    assert rows >= 256 and (10**6 / rows) * 50 * 784 * 8 <= fused.KMEANS_MAX_CHUNK_BYTES * 1.01

@@ -124,3 +124,17 @@ def test_check_fails_on_wrong_import(broken_copy, contract, link):
 def test_check_allows_own_and_shared_internals(broken_copy):
     for text in broken_copy.values():
         assert "mercer.models.svm._allowed ->" not in text, text
+
+
+def test_execution_core_rules_hold():
+    """What the execution core keeps out of the estimators (tools/code_metrics.py): no operator type
+    test and no byte arithmetic in models/, no block-size constant outside linalg/."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("code_metrics", ROOT / "tools" / "code_metrics.py")
+    metrics = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(metrics)
+    type_tests, arithmetic, constants = metrics.core_violations()
+    assert type_tests == [], f"operator type tests in models/: {type_tests}"
+    assert arithmetic == [], f"byte arithmetic in models/: {arithmetic} (ask mercer.linalg's ExecutionPlan)"
+    assert constants == [], f"block-size constants outside linalg/: {constants} (put them in linalg/_plan.py)"

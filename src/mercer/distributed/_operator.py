@@ -38,10 +38,9 @@ log = logging.getLogger(__name__)
 
 #: Partial products summed per task of the tree.
 _FAN_IN = 4
-#: Cap on one kernel tile inside a task (the direct solve's ``K^T K``; glibc's settings,
-#: ``_keep_tiles_in_heap``); the products' tiles are sized as the in-process Nyström operator's
-#: (``max_tile_bytes="product"``: 8 MiB of kernel values per worker thread, read twice per product).
-_MAX_TILE_BYTES = DIRECT_TILE_BYTES
+# One kernel tile inside a task is at most DIRECT_TILE_BYTES (the direct solve's ``K^T K``; glibc's
+# settings, ``_keep_tiles_in_heap``); the products' tiles are sized as the in-process Nyström
+# operator's (``max_tile_bytes="product"``: 8 MiB of kernel values per worker thread, read twice).
 #: A product interrupted by a lost worker (a broken connection while scattering) is run again this
 #: many times, each after waiting (at most ``_WAIT_WORKERS_S``) for a worker to be there.
 _RETRIES = 3
@@ -70,8 +69,8 @@ def _keep_tiles_in_heap() -> None:
         import ctypes
 
         libc = ctypes.CDLL("libc.so.6")
-        libc.mallopt(_M_MMAP_THRESHOLD, ctypes.c_int(2 * _MAX_TILE_BYTES))
-        libc.mallopt(_M_TRIM_THRESHOLD, ctypes.c_int(8 * _MAX_TILE_BYTES))
+        libc.mallopt(_M_MMAP_THRESHOLD, ctypes.c_int(2 * DIRECT_TILE_BYTES))
+        libc.mallopt(_M_TRIM_THRESHOLD, ctypes.c_int(8 * DIRECT_TILE_BYTES))
     except (OSError, AttributeError):  # pragma: no cover - not glibc
         pass
 
@@ -89,7 +88,7 @@ def _local_operator(block: np.ndarray, kernel, Z: np.ndarray, budget: int, n_rhs
                     shift: np.ndarray | None = None, max_tile_bytes="product") -> KernelOperator:
     """A partition's operator (torch inside the task, one torch thread per worker thread), its tiles
     less ``shift`` (the centred columns of an intercept) when given; tiles sized for the products
-    (``"product"``), or ``_MAX_TILE_BYTES`` for the direct solve's one GEMM-bound pass."""
+    (``"product"``), or ``DIRECT_TILE_BYTES`` for the direct solve's one GEMM-bound pass."""
     _keep_tiles_in_heap()
     threads = _worker_threads()
     if torch.get_num_threads() != threads:
@@ -118,7 +117,7 @@ def _part_rmatvec(block, kernel, Z, u, budget, shift):
 
 
 def _part_kt_k(block, kernel, Z, weights, budget, shift):
-    op = _local_operator(block, kernel, Z, budget, Z.shape[0], shift, max_tile_bytes=_MAX_TILE_BYTES)
+    op = _local_operator(block, kernel, Z, budget, Z.shape[0], shift, max_tile_bytes=DIRECT_TILE_BYTES)
     return op.kt_k(weights=_tensor(weights, Z.dtype), out_dtype=torch.float64).numpy()
 
 

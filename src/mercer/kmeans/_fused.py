@@ -51,9 +51,6 @@ __all__ = ["GEMM_MIN_WORK", "LOOP_MIN_CLUSTERS_FOR_BOUNDS", "chunk_rows", "fused
 
 log = logging.getLogger(__name__)
 
-#: Bytes of a block of points transposed for the compiled distance loop (L1 cache-sized; 256
-#: rows at most, where the running minima are 2 KiB).
-_BLOCK_BYTES = KMEANS_BLOCK_BYTES
 
 #: From ``k * d`` of this size on, the distances of the points whose labels the bounds do not prove
 #: are computed by one GEMM per block of rows (BLAS through torch) rather than in the compiled loop
@@ -89,7 +86,6 @@ _SERIAL_ITERS = 64
 #: At most this many chunks (a chunk keeps its own (k, d) float64 buffer of changes to the sums)
 #: and at most this many bytes of those buffers.
 _MAX_CHUNKS = 64
-_MAX_CHUNK_BYTES = KMEANS_MAX_CHUNK_BYTES
 
 _jit = LazyJit(globals())  # the compiled functions below, built on the first fit
 _POOL_LOCK = threading.Lock()
@@ -104,11 +100,11 @@ def uses_gemm(k: int, d: int) -> bool:
 
 def chunk_rows(n: int, k: int, d: int, gemm: bool) -> int:
     """Rows per chunk of a pass: about :data:`_CHUNK_WORK` operations of a full pass (four times as
-    many, and at least 256 rows, with the GEMM), at most :data:`_MAX_CHUNKS` chunks and :data:`_MAX_CHUNK_BYTES` of buffers. It
-    depends on the problem only, never on the threads: the sums are added chunk by chunk in a fixed
+    many, and at least 256 rows, with the GEMM), at most :data:`_MAX_CHUNKS` chunks and
+    :data:`mercer.linalg.KMEANS_MAX_CHUNK_BYTES` of buffers. It depends on the problem only, never on the threads: the sums are added chunk by chunk in a fixed
     order, so every thread count gives the same numbers."""
     rows = max(256, 4 * _CHUNK_WORK // (k * (d + 4))) if gemm else max(1, _CHUNK_WORK // (k * (d + 4)))
-    chunks = min(-(-n // rows), _MAX_CHUNKS, max(1, _MAX_CHUNK_BYTES // (8 * k * d)))
+    chunks = min(-(-n // rows), _MAX_CHUNKS, max(1, KMEANS_MAX_CHUNK_BYTES // (8 * k * d)))
     return -(-n // max(chunks, 1))
 
 
@@ -468,7 +464,7 @@ class _State:
         self.dmembers = np.zeros((nc, k), dtype=np.int64)
         self.dirty = np.zeros(nc, dtype=bool)  # chunks whose changes are not zero
         self.gemm_rows = gemm_rows  # rows per GEMM block (None: distances in the compiled loop)
-        block = max(16, min(256, _BLOCK_BYTES // (d * dt.itemsize))) if gemm_rows is None else gemm_rows
+        block = max(16, min(256, KMEANS_BLOCK_BYTES // (d * dt.itemsize))) if gemm_rows is None else gemm_rows
         self.XT = [np.zeros((d, block), dtype=dt) for _ in range(threads)] if gemm_rows is None else None
         self.acc = [np.empty(block, dtype=dt) for _ in range(threads)]
         if gemm_rows is not None:  # the GEMM blocks' torch views and buffers, per thread

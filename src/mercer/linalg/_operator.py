@@ -438,18 +438,20 @@ class KernelOperator:
             return self.kernel(Xi, self.Z)
         return self.kernel(self.X[index], self.Z)
 
-    def dense(self, *, lower_only: bool = False) -> torch.Tensor:
+    def dense(self, *, lower_only: bool = False, output_reserved: bool = False) -> torch.Tensor:
         """The whole matrix, built tile by tile into one preallocated ``(n, m)`` tensor.
 
         ``lower_only`` (square operators) skips the tiles strictly above the diagonal, which
         is all a Cholesky factorisation reads: half the kernel evaluations.
-        Raises :class:`MemoryBudgetError` when ``n * m`` entries do not fit the budget.
+        Raises :class:`MemoryBudgetError` when ``n * m`` entries do not fit the budget, unless
+        ``output_reserved``: the caller's budget already left out the output, and the whole budget
+        goes to the tiles.
         """
         n, m = self.shape
         if self.source is not None:
             raise ValueError("dense() of a streamed operator: use the blocked products (it would hold n x m entries).")
-        need = n * m * self.X.element_size()
-        if need >= self.budget:
+        need = 0 if output_reserved else n * m * self.X.element_size()
+        if need and need >= self.budget:
             raise MemoryBudgetError(
                 f"the {n} x {m} kernel matrix needs {format_bytes(need)}, more than the memory "
                 f"budget of {format_bytes(self.budget)}."
@@ -458,7 +460,8 @@ class KernelOperator:
         out = torch.empty(n, m, dtype=self.dtype, device=self.device)
         # Tiles within the remaining budget: rows of the output are already paid for.
         d = 1 if self.kernel.is_precomputed else self.X.shape[1]
-        budget, item, scratch = max(self.budget - need, 1), self.X.element_size(), self.kernel.scratch(self.X.shape[1])
+        budget = ExecutionPlan(self.budget).holding(need).budget
+        item, scratch = self.X.element_size(), self.kernel.scratch(self.X.shape[1])
         if lower_only and self.symmetric:  # cache-sized tiles along the triangle, as the exact ridge's Gram
             fill_lower_gram(self, gram_tile_plan(n, d, itemsize=item, budget=budget, scratch=scratch), out)
         else:

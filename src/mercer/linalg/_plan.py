@@ -27,8 +27,11 @@ from ._blocking import MemoryBudgetError, available_memory, format_bytes
 
 __all__ = ["CROSS_SCRATCH_MIN_BYTES", "DIRECT_TILE_BYTES", "DISTANCE_TILE_BYTES", "FACTOR_COLUMN_MIN_BYTES",
            "KMEANS_BLOCK_BYTES", "KMEANS_MAX_CHUNK_BYTES", "KMEANS_TILE_BYTES", "MIN_WORK_BYTES", "SKETCH_SLAB_BYTES",
-           "STATISTIC_BLOCK_BYTES", "SVM_BATCH_BYTES", "TASK_MIN_BYTES", "SHARES", "SHIFT_SAMPLE_ROWS", "STREAM_READ_BYTES",
+           "STATISTIC_BLOCK_BYTES", "SVM_BATCH_BYTES", "TASK_MIN_BYTES", "MiB", "SHARES", "SHIFT_SAMPLE_ROWS", "STREAM_READ_BYTES",
            "ExecutionPlan", "NystroemPlan", "active_plan", "current_plan", "default_memory_budget", "nystroem_plan", "planned_call"]
+
+#: A mebibyte: the unit of sizes given in megabytes (LIBSVM's ``cache_size``).
+MiB = 2**20
 
 #: Smallest budget ever planned against, whatever the free memory (a machine under pressure still
 #: runs small problems; the planner's own errors say when even that does not fit).

@@ -166,8 +166,8 @@ class _Sketch:
         if self.kind == "gaussian":
             return KernelOperator(kernel, X, memory_budget=budget, n_rhs=self.m).matvec(self.St)
         if self.kind == "subsample":
-            op = KernelOperator(kernel, X, X[self.rows], memory_budget=budget + self.n * self.m * X.element_size())
-            return op.dense().mul_(self.scale)
+            op = KernelOperator(kernel, X, X[self.rows], memory_budget=budget)
+            return op.dense(output_reserved=True).mul_(self.scale)  # the caller's budget counted the output
         n, N, item = self.n, self.N, X.element_size()
         transform_cost = N * sum(_radix_factors(N))          # per kernel row, vs n * m for a dense S^T
         if n * self.m < transform_cost and 2 * n * self.m * item < budget:

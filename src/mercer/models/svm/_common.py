@@ -27,9 +27,13 @@ SVC_KERNEL_CONSTRAINTS: dict = {**KERNEL_CONSTRAINTS, "gamma": [Options("scale",
 CLASS_WEIGHT_CONSTRAINT: list = [dict, Options("balanced"), None]
 
 
-def _few_threads(device: torch.device, work: float, limit: float = 2**22):
-    """Below ~4M kernel entries an OpenMP team costs more than it saves (one-sample prediction:
-    0.5 ms on one thread, 20+ ms on two busy cores): run on one torch thread."""
+#: Kernel entries below which an OpenMP team costs more than it saves (one-sample prediction:
+#: 0.5 ms on one thread, 20+ ms on two busy cores): the work runs on one torch thread.
+SERIAL_MAX_ENTRIES = 4_194_304
+
+
+def _few_threads(device: torch.device, work: float, limit: float = SERIAL_MAX_ENTRIES):
+    """Small work (below ``limit`` kernel entries) on one torch thread."""
     return serial_if_small(device, work, limit)
 
 

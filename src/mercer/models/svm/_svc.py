@@ -33,7 +33,7 @@ from ..._backend import as_output, row_sq_norms, to_numpy
 from ..._validation import Interval, Options, check_params
 from ...approx import Nystroem, RandomFourierFeatures
 from ...kernels import RBF, Kernel, Linear
-from ...linalg import KernelOperator, NumericalWarning, plan_rows
+from ...linalg import SVM_BATCH_BYTES, KernelOperator, MiB, NumericalWarning, plan_rows
 from .._base import COMPUTE_CONSTRAINTS, KernelEstimatorMixin
 from ._common import (AT_LEAST_ONE, CLASS_WEIGHT_CONSTRAINT, POSITIVE, POSITIVE_OR_INF, SVC_KERNEL_CONSTRAINTS,
                       _class_weights, _contains_sigmoid, _few_threads, _labels, _predict_labels, svc_kernel)
@@ -46,9 +46,9 @@ log = logging.getLogger(__name__)
 
 #: Most kernel rows computed per cache miss (the missing row and the top violators) ...
 _MAX_BATCH = 64
-#: ... and fewest, when the rows are so long that a batch of 64 would pass ``_BATCH_BYTES``.
+#: ... and fewest, when the rows are so long that a batch of 64 would pass
+#: :data:`mercer.linalg.SVM_BATCH_BYTES`.
 _MIN_BATCH = 8
-_BATCH_BYTES = 64 * 2**20
 #: Most features at which the SMO loop computes RBF kernel rows itself (see ``_Rows.features``).
 _INLOOP_MAX_FEATURES = 64
 #: Bytes per entry of the kernel-row cache: float32 rows, as LIBSVM's.
@@ -471,10 +471,10 @@ class KernelSVC(_SVCDecisionMixin, KernelEstimatorMixin, ClassifierMixin, BaseEs
         rows = _Rows(self.kernel_, Xt[it], self._budget, cols=it if self.kernel_.is_precomputed else None,
                      owner=type(self).__name__)
         # The cache's capacity (LIBSVM's cache_size): at least the two rows of the pair being updated.
-        cache_bytes = self._budget // 2 if self.cache_size is None else int(self.cache_size * 2**20)
+        cache_bytes = self._plan.share("row cache") if self.cache_size is None else int(self.cache_size * MiB)
         cache_rows = max(2, min(n, cache_bytes // max(1, n * _CACHE_ITEMSIZE)))
         batch = plan_rows(_MAX_BATCH, n * _CACHE_ITEMSIZE, budget=self._budget, min_rows=_MIN_BATCH,
-                          max_bytes=_BATCH_BYTES, what="a batch of kernel rows")
+                          max_bytes=SVM_BATCH_BYTES, what="a batch of kernel rows")
         res = solve_smo(rows, rows.diag(), ybin, Cb, matvec=rows.matvec, cache_rows=cache_rows,
                         cache_dtype=np.float32, tol=float(self.tol), shrinking=bool(self.shrinking),
                         max_iter=int(self.max_iter), batch=batch, features=rows.features())
