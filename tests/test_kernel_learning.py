@@ -185,32 +185,48 @@ def test_cuda(data):
                                   lambda t: __import__("mercer.kernels", fromlist=["x"]).ExpSineSquared(periodicity=t)],
                          ids=["RBF", "Matern", "Laplacian", "RationalQuadratic", "ExpSineSquared"])
 def test_reused_distances_give_the_same_kernel_and_gradient(make):
-    """Inside ``reuse_distances`` a kernel evaluated repeatedly on the same inputs equals the plain
+    """With a ``DistanceCache`` a kernel evaluated repeatedly on the same inputs equals the plain
     evaluation (values and gradient), the cached matrix is not written by the formula, and an
-    in-place change of the inputs is seen."""
-    from mercer.kernels import reuse_distances
+    in-place change of the inputs is seen; composites and ``Columns`` pass the cache on."""
+    from mercer.kernels import DistanceCache
 
     rng = np.random.default_rng(0)
     X = torch.tensor(rng.normal(size=(30, 3)) + 5.0)
     Z = torch.tensor(rng.normal(size=(20, 3)) + 5.0)
+    cache = DistanceCache(X, Z)
 
-    def value_and_grad(v):
+    def value_and_grad(v, cache=None):
         t = torch.tensor(v, dtype=torch.float64, requires_grad=True)
-        K = make(t)(X, Z)
+        K = make(t)(X, Z, cache=cache)
         (g,) = torch.autograd.grad(K.sum(), t)
         return K.detach().clone(), float(g)
 
     ref = [value_and_grad(v) for v in (0.3, 0.7)]
-    with reuse_distances():
-        for _ in range(2):  # the second round reads the cache
-            for v, (K0, g0) in zip((0.3, 0.7), ref):
-                K, g = value_and_grad(v)
-                torch.testing.assert_close(K, K0, rtol=1e-10, atol=1e-12)
-                assert g == pytest.approx(g0, rel=1e-9)
-        K_float = make(0.3)(X, Z)  # float hyperparameters use the cache too, without writing it
-        torch.testing.assert_close(make(0.3)(X, Z), K_float, rtol=0, atol=0)
-        X.mul_(0.5)  # in place: the cached distances are stale and not used
-        torch.testing.assert_close(make(0.3)(X, Z), make(0.3)(X.clone(), Z), rtol=1e-10, atol=1e-12)
+    for _ in range(2):  # the second round reads the cache
+        for v, (K0, g0) in zip((0.3, 0.7), ref):
+            K, g = value_and_grad(v, cache)
+            torch.testing.assert_close(K, K0, rtol=1e-10, atol=1e-12)
+            assert g == pytest.approx(g0, rel=1e-9)
+    assert cache._store  # the distances were cached
+    K_float = make(0.3)(X, Z, cache=cache)  # float hyperparameters use the cache too, without writing it
+    torch.testing.assert_close(make(0.3)(X, Z, cache=cache), K_float, rtol=0, atol=0)
+    composite = 2.0 * Columns(make(0.3), [0, 2]) + make(0.7) * RBF(0.1)
+    torch.testing.assert_close(composite(X, Z, cache=cache), composite(X, Z), rtol=1e-10, atol=1e-12)
+    X.mul_(0.5)  # in place: the cached distances are stale and not used
+    torch.testing.assert_close(make(0.3)(X, Z, cache=cache), make(0.3)(X.clone(), Z), rtol=1e-10, atol=1e-12)
+
+
+def test_distance_cache_holds_its_own_inputs_only():
+    from mercer.kernels import DistanceCache
+
+    X = torch.randn(5, 2, dtype=torch.float64)
+    cache = DistanceCache(X)
+    torch.testing.assert_close(RBF(0.5)(X, cache=cache), RBF(0.5)(X), rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(RBF(0.5)(X, X, cache=cache), RBF(0.5)(X), rtol=1e-12, atol=1e-12)
+    with pytest.raises(ValueError, match="the cache's own input tensors"):
+        RBF(0.5)(X.clone(), cache=cache)
+    with pytest.raises(ValueError, match="require grad"):
+        DistanceCache(X.clone().requires_grad_())
 
 
 def test_krcv_and_gp_results_do_not_depend_on_the_distance_cache(data):

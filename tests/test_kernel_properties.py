@@ -15,7 +15,7 @@ fails: ``("leaf", name, params)``, ``("+", a, b)``, ``("*", a, b)``, ``("c*", c,
 continuous parameters replaced (by tensors for gradients, by shifted values for finite differences).
 
 Per-feature scales (ARD vectors of RBF, Laplacian, Matern) are drawn too, their gradients per entry
-included. The hyperparameters a class declares learnable (``Kernel._learned``, what the GP and
+included. The hyperparameters a class declares learnable (``Param(..., learn=...)``, what the GP and
 KernelRidgeCV learn through :class:`~mercer.kernels.LearnableKernel`) must all have a gradient case
 here (:func:`test_every_learned_hyperparameter_has_a_gradient_case`), so a new kernel is one class
 plus these shared tests.
@@ -569,12 +569,13 @@ def test_composites_leave_the_functions_block_alone(combine):
 
 
 def test_every_learned_hyperparameter_has_a_gradient_case():
-    """What a class declares learnable (``_learned``) is checked against finite differences above."""
+    """What a class declares learnable (``learn=`` in its ``PARAMS``) is checked against finite differences above."""
     covered = {(leaf.cls, p) for leaf in LEAVES.values() for p in leaf.grad} | {(Scaled, "scale")}
     for name in mk.__all__:
         cls = getattr(mk, name)
         if isinstance(cls, type) and issubclass(cls, Kernel):
-            missing = {p for p in cls._learned if not any(issubclass(cls, c) and p == q for c, q in covered)}
+            learned = [p.name for p in cls.PARAMS if p.learn]
+            missing = {p for p in learned if not any(issubclass(cls, c) and p == q for c, q in covered)}
             assert not missing, f"{cls.__name__}: learned hyperparameters without a gradient case: {missing}"
 
 

@@ -5,17 +5,21 @@
 >>> K = k(X)            # (n, n)
 >>> K_xz = k(X, Z)      # (n, m)
 >>> d = k.diag(X)       # (n,)
+
+A kernel class declares each hyperparameter once (:class:`Param`, in its ``PARAMS``); see
+:class:`Kernel` for what is derived from the declaration.
 """
 
 from ._base import Constant, Kernel, Product, Scaled, Sum
 from ._columns import Columns
-from ._distances import reuse_distances
+from ._distances import DistanceCache
 from ._checks import MercerReport, check_mercer
 from ._dot_product import Linear, Polynomial, Quadratic, Sigmoid
 from ._extra import Cosine, ExpSineSquared, RationalQuadratic, White
 from ._function import FunctionKernel
 from ._histogram import AdditiveChi2, Chi2
 from ._hyperparameters import Hyperparameter, LearnableKernel
+from ._params import Param
 from ._precomputed import Precomputed
 from ._registry import KERNEL_CONSTRAINTS, KERNELS, parse_kernel_spec, resolve_kernel
 from ._sets import HistogramIntersection, Intersection, encode_sets
@@ -31,6 +35,7 @@ __all__ = [
     "Columns",
     "Constant",
     "Cosine",
+    "DistanceCache",
     "ExpSineSquared",
     "FunctionKernel",
     "Gaussian",
@@ -43,6 +48,7 @@ __all__ = [
     "Linear",
     "Matern",
     "MercerReport",
+    "Param",
     "Polynomial",
     "Precomputed",
     "Product",
@@ -58,6 +64,5 @@ __all__ = [
     "is_sklearn_kernel",
     "parse_kernel_spec",
     "resolve_kernel",
-    "reuse_distances",
     "squared_distances",
 ]

@@ -2,14 +2,38 @@
 
 A kernel is an immutable object that fills one block ``K(X1, X2)`` of shape ``(n1, n2)`` from two
 2-D tensors on the same device; it never decides how a large matrix is tiled (that is
-:mod:`mercer.linalg`'s job). Subclasses implement two small methods:
+:mod:`mercer.linalg`'s job). A subclass declares its hyperparameters once and implements two
+small methods:
 
+* ``PARAMS``: a tuple of :class:`~mercer.kernels.Param`, one per hyperparameter (name, default,
+  check, whether and in which unit it is learned, per-feature or not, its scikit-learn name);
 * ``_pairwise(X1, X2)`` -> ``(n1, n2)`` block,
 * ``_paired(X1, X2)``   -> ``(n,)`` values ``k(X1[i], X2[i])`` (used for the diagonal),
 
-and may declare ``scratch(d)``: extra working memory, in multiples of the output block, that
-``_pairwise`` needs, so that the planner can size blocks for it. ``__init__`` validates its
-arguments and stores each under its own name (that is what ``get_params`` reads).
+and may declare ``SHORTHANDS`` (the names :func:`mercer.kernels.resolve_kernel` knows it by,
+``("rbf", "gaussian")``), ``scratch(d)`` (extra working memory, in multiples of the output block,
+that ``_pairwise`` needs, so that the planner can size blocks for it) and
+``_cached_pairwise(cache)`` (the block from the distances of a :class:`~mercer.kernels.DistanceCache`,
+for the stationary kernels).
+
+Everything else is derived from ``PARAMS`` when the class is created: ``__init__`` (each value
+checked by its ``Param.check`` and stored under its name), unless the class writes its own, whose
+signature must then list the same names with the same defaults (a mismatch raises ``TypeError``
+at class creation); ``get_params`` / ``set_params`` / ``clone``; ``hyperparameters`` (repr,
+equality, hashing, :mod:`mercer.io`); the learnable view and default bounds
+(:class:`~mercer.kernels.LearnableKernel`); the conversion from scikit-learn's GP kernels
+(:func:`~mercer.kernels.from_sklearn`). A new kernel is one class (and its export in
+``mercer.kernels``)::
+
+    class Cauchy(Kernel):  # k(x, y) = 1 / (1 + ||x - y||^2 / l^2)
+        SHORTHANDS = ("cauchy",)
+        PARAMS = (Param("length_scale", 1.0, positive, learn="length"),)
+
+        def _pairwise(self, X1, X2):
+            return squared_distances(X1, X2).div_(self.length_scale**2).add_(1.0).reciprocal_()
+
+        def _paired(self, X1, X2):
+            return 1.0 / (1.0 + ((X1 - X2) ** 2).sum(dim=1) / self.length_scale**2)
 
 Parameters follow scikit-learn's convention: :meth:`Kernel.get_params` returns the ``__init__``
 arguments (read from the attributes of the same name; ``deep=True`` adds ``part__param`` entries
@@ -20,7 +44,6 @@ kernel and ``GridSearchCV`` can search ``kernel__gamma`` or ``kernel__k1__gamma`
 from __future__ import annotations
 
 import copy
-import functools
 import inspect
 import numbers
 from collections.abc import Iterable
@@ -29,9 +52,13 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
-from ._params import positive
+from ._distances import DistanceCache
+from ._params import Param, non_negative, positive
 
-__all__ = ["Kernel", "Sum", "Product", "Scaled", "Constant"]
+__all__ = ["Kernel", "Sum", "Product", "Scaled", "Constant", "KERNELS"]
+
+#: Kernel classes by shorthand (``"rbf"``), filled from the classes' ``SHORTHANDS`` as they are created.
+KERNELS: dict[str, type] = {}
 
 
 def _as_tensor(X, like: torch.Tensor | None = None) -> torch.Tensor:
@@ -76,17 +103,28 @@ class Kernel:
     #: True when autograd differentiates a block in its inputs (learnable inducing points, the
     #: reduced-set and budget SVMs); False where the value is not a smooth function of them.
     differentiable_inputs: bool = False
-    #: Positive hyperparameters learned by the estimators that learn their kernel (the GPs,
-    #: KernelRidgeCV), as their logarithm: name -> unit of its default bounds, given in
-    #: length-scale units ("length": as given, "inverse": 1 / l, "inverse_square": 1 / (2 l^2)).
-    #: See :class:`mercer.kernels.LearnableKernel`. Each must accept a tensor value (0-d, or 1-d
-    #: for a per-feature scale) and be differentiable in it.
-    _learned: dict = {}
+    #: The hyperparameters, declared once (see the module docstring and :class:`Param`).
+    PARAMS: tuple = ()
+    #: Names :func:`mercer.kernels.resolve_kernel` knows the class by (``"rbf"``), if any.
+    SHORTHANDS: tuple = ()
+    _declared: dict = {}  # name -> Param, derived from PARAMS
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        _declare(cls)
 
     # -- public API -------------------------------------------------------------------------
-    def __call__(self, X1, X2=None) -> torch.Tensor:
+    def __call__(self, X1, X2=None, *, cache: DistanceCache | None = None) -> torch.Tensor:
         """Kernel matrix ``K[i, j] = k(X1[i], X2[j])``; ``X2=None`` means ``X2 = X1``. An array
-        given with a tensor follows the tensor's device and dtype (either argument)."""
+        given with a tensor follows the tensor's device and dtype (either argument).
+
+        ``cache``: the :class:`~mercer.kernels.DistanceCache` of exactly these input tensors, made
+        by a loop that evaluates kernels on them again and again (hyperparameter learning); the
+        stationary kernels then reuse its distances instead of computing their block in place."""
+        if cache is not None:
+            X1, X2 = cache.inputs(X1, X2)
+            self._check_pair(X1, X2)
+            return self._cached_pairwise(cache)
         if X2 is X1:  # one input given twice: the same tensor on both sides (White's noise, symmetric fast paths)
             X2 = None
         if X2 is not None and isinstance(X2, torch.Tensor) and not isinstance(X1, torch.Tensor):
@@ -118,8 +156,9 @@ class Kernel:
 
     @property
     def hyperparameters(self) -> dict:
-        """Named hyperparameters (floats or tensors; tensors may require grad)."""
-        return {}
+        """The declared hyperparameters (``PARAMS``, aliases excepted) by name: floats, tensors
+        (which may require grad), per-feature tuples, nested kernels, other values as given."""
+        return {p.name: getattr(self, p.name) for p in type(self).PARAMS if not p.alias}
 
     # -- parameters (scikit-learn's get_params / set_params / clone protocol) ----------------
     def get_params(self, deep: bool = True) -> dict:
@@ -188,8 +227,15 @@ class Kernel:
         return self._from_params({k: _clone_value(v) for k, v in self._shallow_params().items()})
 
     def _shallow_params(self) -> dict:
-        """``get_params(deep=False)``: the ``__init__`` arguments read from attributes."""
-        return {name: getattr(self, name) for name in _init_arg_names(type(self))}
+        """``get_params(deep=False)``: the ``__init__`` arguments (``PARAMS``) read from attributes
+        (an alias reads as its default)."""
+        return {p.name: p.default if p.alias else getattr(self, p.name) for p in type(self).PARAMS}
+
+    @classmethod
+    def _validate(cls, name: str, value):
+        """``value`` checked and normalised as the declared parameter ``name`` (for a hand-written
+        ``__init__``)."""
+        return cls._declared[name].validate(cls.__name__, value)
 
     @classmethod
     def _from_params(cls, params: dict) -> Kernel:
@@ -208,6 +254,11 @@ class Kernel:
     # -- subclass hooks ---------------------------------------------------------------------
     def _pairwise(self, X1: torch.Tensor, X2: torch.Tensor) -> torch.Tensor:  # pragma: no cover
         raise NotImplementedError
+
+    def _cached_pairwise(self, cache: DistanceCache) -> torch.Tensor:
+        """The block of ``cache``'s inputs, given their cached distances (override to use them);
+        the result may be written in place, the cached distances not."""
+        return self._pairwise(cache.X1, cache.X2)
 
     def _paired(self, X1: torch.Tensor, X2: torch.Tensor) -> torch.Tensor:  # pragma: no cover
         raise NotImplementedError
@@ -258,13 +309,81 @@ class Kernel:
         return hash((type(self).__name__, repr(self)))
 
 
-@functools.cache
-def _init_arg_names(cls) -> tuple:
-    """Names of the explicit ``__init__`` arguments of a kernel class (``self`` and ``*args`` /
-    ``**kwargs`` excluded), in signature order."""
-    sig = inspect.signature(cls.__init__)
-    kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
-    return tuple(p.name for p in list(sig.parameters.values())[1:] if p.kind in kinds)
+_KINDS = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+
+
+def _declare(cls) -> None:
+    """What a kernel class derives from its ``PARAMS`` when it is created: the ``__init__`` (made
+    unless the class writes one, then checked against it), the name table, its shorthands."""
+    params = tuple(cls.PARAMS)
+    names = [p.name for p in params]
+    if not all(isinstance(p, Param) for p in params) or len(set(names)) != len(names):
+        raise TypeError(f"{cls.__qualname__}.PARAMS must be a tuple of Param with distinct names; got {cls.PARAMS!r}.")
+    cls._declared = dict(zip(names, params))
+    if "PARAMS" in cls.__dict__:
+        cls.PARAMS = params  # a tuple
+        if "__init__" not in cls.__dict__:
+            if any(p.alias for p in params):
+                raise TypeError(f"{cls.__qualname__} declares an alias parameter: it must write its own __init__.")
+            cls.__init__ = _generated_init(cls, params)
+    _check_signature(cls, params)
+    for name in cls.__dict__.get("SHORTHANDS", ()):
+        other = KERNELS.get(name)
+        if other is not None and (other.__module__, other.__qualname__) != (cls.__module__, cls.__qualname__):
+            raise ValueError(f"kernel shorthand {name!r} of {cls.__qualname__} is already {other.__qualname__}'s.")
+        KERNELS[name] = cls
+
+
+def _signature(params) -> inspect.Signature:
+    kind = inspect.Parameter
+    return inspect.Signature([kind("self", kind.POSITIONAL_OR_KEYWORD)] + [
+        kind(p.name, kind.KEYWORD_ONLY if p.keyword_only else kind.POSITIONAL_OR_KEYWORD, default=p.default)
+        for p in params])
+
+
+def _generated_init(cls, params):
+    """``__init__(self, <PARAMS>)``: each value checked by its ``Param`` and stored under its name."""
+    sig = _signature(params)
+
+    def __init__(self, *args, **kwargs):
+        given = sig.bind(self, *args, **kwargs).arguments
+        owner = type(self).__name__
+        for p in params:
+            setattr(self, p.name, p.validate(owner, given.get(p.name, p.default)))
+
+    __init__.__signature__ = sig
+    __init__.__qualname__ = f"{cls.__qualname__}.__init__"
+    __init__.__doc__ = f"Parameters: see {cls.__name__}'s docstring ({cls.__name__}.PARAMS)."
+    return __init__
+
+
+def _check_signature(cls, params) -> None:
+    """A hand-written ``__init__`` must take the declared parameters, in order, with their defaults
+    (and nothing else): the declaration is what ``get_params`` reports."""
+    if cls.__init__ is object.__init__:
+        got = []
+    else:
+        got = list(inspect.signature(cls.__init__).parameters.values())[1:]
+    want = list(_signature(params).parameters.values())[1:]
+
+    def show(ps):
+        return "(" + ", ".join(str(p) for p in ps) + ")"
+
+    same = len(got) == len(want) and all(
+        g.name == w.name and g.kind in _KINDS and (g.kind == w.kind)
+        and (g.default is w.default or (type(g.default) is type(w.default) and g.default == w.default))
+        for g, w in zip(got, want))
+    if not same:
+        raise TypeError(f"{cls.__qualname__}.__init__{show(got)} does not match its declared PARAMS {show(want)}: "
+                        "declare each hyperparameter in PARAMS (name, default) and take exactly those arguments "
+                        "(or write no __init__: one is made from PARAMS).")
+
+
+def a_kernel(owner: str, name: str, value):
+    """Check of a parameter that is a mercer kernel."""
+    if not isinstance(value, Kernel):
+        raise TypeError(f"{owner} expects a mercer kernel; got {value!r}.")
+    return value
 
 
 def _clone_value(value):
@@ -288,14 +407,7 @@ class Constant(Kernel):
 
     is_stationary = True  # a constant is (trivially) a function of x - y
     differentiable_inputs = True
-    _learned = {"value": "length"}
-
-    def __init__(self, value: float = 1.0):
-        self.value = positive("Constant", "value", value, allow_zero=True)
-
-    @property
-    def hyperparameters(self) -> dict:
-        return {"value": self.value}
+    PARAMS = (Param("value", 1.0, non_negative, learn="length", sklearn="constant_value"),)
 
     def scratch(self, n_features: int) -> float:
         return 0.0
@@ -314,6 +426,7 @@ class Constant(Kernel):
 
 class _Composite(Kernel):
     _op = "?"
+    PARAMS = (Param("kernels"),)
 
     def __init__(self, kernels: Iterable[Kernel]):
         flat: list[Kernel] = []
@@ -344,10 +457,6 @@ class _Composite(Kernel):
     def differentiable_inputs(self) -> bool:  # type: ignore[override]
         return all(k.differentiable_inputs for k in self.kernels)
 
-    @property
-    def hyperparameters(self) -> dict:
-        return {"kernels": list(self.kernels)}
-
     def scratch(self, n_features: int) -> float:
         return 1.0 + max(k.scratch(n_features) for k in self.kernels)
 
@@ -370,13 +479,19 @@ class Sum(_Composite):
 
     _op = "+"
 
-    def _pairwise(self, X1, X2):
-        out = self.kernels[0]._pairwise(X1, X2)
-        for k in self.kernels[1:]:
-            part = k._pairwise(X1, X2)
+    @staticmethod
+    def _combine(blocks) -> torch.Tensor:
+        out = next(blocks)
+        for part in blocks:
             # in place unless autograd records the blocks (it may have saved ``out`` for backward)
             out = out + part if out.requires_grad or part.requires_grad else out.add_(part)
         return out
+
+    def _pairwise(self, X1, X2):
+        return self._combine(k._pairwise(X1, X2) for k in self.kernels)
+
+    def _cached_pairwise(self, cache):
+        return self._combine(k._cached_pairwise(cache) for k in self.kernels)
 
     def _paired(self, X1, X2):
         return sum(k._paired(X1, X2) for k in self.kernels)
@@ -395,12 +510,18 @@ class Product(_Composite):
 
     _op = "*"
 
-    def _pairwise(self, X1, X2):
-        out = self.kernels[0]._pairwise(X1, X2)
-        for k in self.kernels[1:]:
-            part = k._pairwise(X1, X2)
+    @staticmethod
+    def _combine(blocks) -> torch.Tensor:
+        out = next(blocks)
+        for part in blocks:
             out = out * part if out.requires_grad or part.requires_grad else out.mul_(part)
         return out
+
+    def _pairwise(self, X1, X2):
+        return self._combine(k._pairwise(X1, X2) for k in self.kernels)
+
+    def _cached_pairwise(self, cache):
+        return self._combine(k._cached_pairwise(cache) for k in self.kernels)
 
     def _paired(self, X1, X2):
         out = self.kernels[0]._paired(X1, X2)
@@ -422,12 +543,10 @@ class Scaled(Kernel):
     Its parameters are ``scale`` and ``kernel`` (and ``kernel__<param>`` with ``deep=True``).
     """
 
-    _learned = {"scale": "length"}
+    PARAMS = (Param("scale", check=positive, learn="length"), Param("kernel", check=a_kernel))
 
     def __init__(self, scale, kernel: Kernel):
-        scale = positive("Scaled", "scale", scale)
-        if not isinstance(kernel, Kernel):
-            raise TypeError(f"Scaled expects a mercer kernel; got {kernel!r}.")
+        scale, kernel = self._validate("scale", scale), self._validate("kernel", kernel)
         if isinstance(kernel, Scaled):
             scale, kernel = scale * kernel.scale, kernel.kernel
         self.scale = scale
@@ -444,10 +563,6 @@ class Scaled(Kernel):
     @property
     def differentiable_inputs(self) -> bool:  # type: ignore[override]
         return self.kernel.differentiable_inputs
-
-    @property
-    def hyperparameters(self) -> dict:
-        return {"scale": self.scale, "kernel": self.kernel}
 
     def scratch(self, n_features: int) -> float:
         return self.kernel.scratch(n_features)
@@ -468,6 +583,9 @@ class Scaled(Kernel):
 
     def _pairwise(self, X1, X2):
         return self._scale(self.kernel._pairwise(X1, X2))
+
+    def _cached_pairwise(self, cache):
+        return self._scale(self.kernel._cached_pairwise(cache))
 
     def _paired(self, X1, X2):
         return self.kernel._paired(X1, X2) * self.scale

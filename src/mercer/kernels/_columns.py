@@ -11,9 +11,37 @@ import numbers
 import numpy as np
 import torch
 
-from ._base import Kernel
+from ._base import Kernel, a_kernel
+from ._params import Param
 
 __all__ = ["Columns"]
+
+
+def _inner_kernel(owner: str, name: str, value):
+    value = a_kernel(owner, name, value)
+    if value.is_precomputed:
+        raise ValueError(f"{owner} cannot wrap a Precomputed kernel (its inputs are Gram rows, not features).")
+    return value
+
+
+def _columns(owner: str, name: str, value) -> tuple:
+    """Distinct non-negative column indices (a slice with explicit bounds allowed), as a tuple."""
+    if isinstance(value, slice):
+        if value.stop is None or (value.start or 0) < 0 or value.stop < 0:
+            raise ValueError(f"The {name!r} parameter of {owner} must have explicit non-negative bounds when it is "
+                             f"a slice. Got {value!r} instead.")
+        value = range(value.start or 0, value.stop, value.step or 1)
+    try:
+        cols = [int(c) for c in value]
+        ok = all(isinstance(c, (numbers.Integral, np.integer)) and not isinstance(c, bool) for c in value)
+    except (TypeError, ValueError):
+        cols, ok = [], False
+    if not ok or not cols or min(cols) < 0 or len(set(cols)) != len(cols):
+        raise ValueError(
+            f"The {name!r} parameter of {owner} must be a non-empty sequence of distinct "
+            f"non-negative ints or a slice. Got {value!r} instead."
+        )
+    return tuple(cols)
 
 
 class Columns(Kernel):
@@ -30,29 +58,7 @@ class Columns(Kernel):
     to ``1 / |S|`` (the number of selected columns), as if the kernel saw only those columns.
     """
 
-    def __init__(self, kernel: Kernel, columns):
-        if not isinstance(kernel, Kernel):
-            raise TypeError(f"Columns expects a mercer kernel; got {kernel!r}.")
-        if kernel.is_precomputed:
-            raise ValueError("Columns cannot wrap a Precomputed kernel (its inputs are Gram rows, not features).")
-        if isinstance(columns, slice):
-            if columns.stop is None or (columns.start or 0) < 0 or columns.stop < 0:
-                raise ValueError(f"The 'columns' parameter of Columns must have explicit non-negative bounds when it is "
-                                 f"a slice. Got {columns!r} instead.")
-            columns = range(columns.start or 0, columns.stop, columns.step or 1)
-        try:
-            cols = [int(c) for c in columns]
-            ok = all(isinstance(c, (numbers.Integral, np.integer)) and not isinstance(c, bool) for c in columns)
-        except (TypeError, ValueError):
-            cols, ok = [], False
-        if not ok or not cols or min(cols) < 0 or len(set(cols)) != len(cols):
-            raise ValueError(
-                "The 'columns' parameter of Columns must be a non-empty sequence of distinct "
-                f"non-negative ints or a slice. Got {columns!r} instead."
-            )
-        self.kernel = kernel
-        self.columns = tuple(cols)
-        self._index = None
+    PARAMS = (Param("kernel", check=_inner_kernel), Param("columns", check=_columns))
 
     @property
     def is_stationary(self) -> bool:  # type: ignore[override]
@@ -65,18 +71,15 @@ class Columns(Kernel):
     def _part_features(self, n_features: int) -> int:
         return len(self.columns)
 
-    @property
-    def hyperparameters(self) -> dict:
-        return {"kernel": self.kernel, "columns": self.columns}
-
     def scratch(self, n_features: int) -> float:
         return self.kernel.scratch(len(self.columns)) + 0.5
 
     def select(self, X: torch.Tensor) -> torch.Tensor:
         """The selected columns of ``X`` (a copy, on X's device)."""
-        if self._index is None or self._index.device != X.device:
-            self._index = torch.as_tensor(self.columns, dtype=torch.long, device=X.device)
-        return X.index_select(1, self._index)
+        index = self.__dict__.get("_index")  # a memo, not a parameter
+        if index is None or index.device != X.device:
+            index = self._index = torch.as_tensor(self.columns, dtype=torch.long, device=X.device)
+        return X.index_select(1, index)
 
     def _check_pair(self, X1, X2):
         super()._check_pair(X1, X2)
@@ -89,6 +92,9 @@ class Columns(Kernel):
 
     def _pairwise(self, X1, X2):
         return self.kernel._pairwise(self.select(X1), self.select(X2))
+
+    def _cached_pairwise(self, cache):
+        return self.kernel._cached_pairwise(cache.columns(self.columns, self.select))
 
     def _paired(self, X1, X2):
         return self.kernel._paired(self.select(X1), self.select(X2))

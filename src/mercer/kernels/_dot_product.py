@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import numbers
 
 import torch
 
 from .._validation import Interval, check_param
 from ._base import Kernel
-from ._params import positive, real, resolved_gamma
+from ._params import Param, non_negative, optional_positive, real, resolved_gamma
 
 __all__ = ["Linear", "Polynomial", "Quadratic", "Sigmoid"]
 
@@ -20,6 +21,7 @@ class Linear(Kernel):
     """
 
     differentiable_inputs = True
+    SHORTHANDS = ("linear",)
 
     def scratch(self, n_features: int) -> float:
         return 0.0
@@ -29,6 +31,13 @@ class Linear(Kernel):
 
     def _paired(self, X1, X2):
         return (X1 * X2).sum(dim=1)
+
+
+def _degree(owner: str, name: str, value):
+    """An int >= 1, or a float > 0 (an integral float stored as an int)."""
+    check_param(owner, name, value, [Interval(numbers.Integral, 1, None, closed="left"),
+                                     Interval(numbers.Real, 0, None, closed="neither")])
+    return int(value) if float(value).is_integer() else float(value)
 
 
 class Polynomial(Kernel):
@@ -50,19 +59,10 @@ class Polynomial(Kernel):
     """
 
     differentiable_inputs = True
-    _learned = {"gamma": "length", "coef0": "length"}
-
-    def __init__(self, degree: int = 3, gamma: float | None = None, coef0: float = 1.0):
-        owner = type(self).__name__
-        check_param(owner, "degree", degree, [Interval(numbers.Integral, 1, None, closed="left"),
-                                              Interval(numbers.Real, 0, None, closed="neither")])
-        self.degree = int(degree) if float(degree).is_integer() else float(degree)
-        self.gamma = positive(owner, "gamma", gamma, allow_none=True)
-        self.coef0 = positive(owner, "coef0", coef0, allow_zero=True)
-
-    @property
-    def hyperparameters(self) -> dict:
-        return {"degree": self.degree, "gamma": self.gamma, "coef0": self.coef0}
+    SHORTHANDS = ("poly", "polynomial")
+    PARAMS = (Param("degree", 3, _degree),
+              Param("gamma", None, optional_positive, learn="length"),
+              Param("coef0", 1.0, non_negative, learn="length"))
 
     def _pairwise(self, X1, X2):
         g = resolved_gamma(self.gamma, X1.shape[1])
@@ -88,12 +88,10 @@ class Quadratic(Polynomial):
     whose feature map in 2-D is :math:`[x_1^2, \sqrt{2} x_1 x_2, x_2^2]`.
     """
 
-    def __init__(self, gamma: float | None = 1.0, coef0: float = 0.0):
-        super().__init__(degree=2, gamma=gamma, coef0=coef0)
-
-    @property
-    def hyperparameters(self) -> dict:
-        return {"gamma": self.gamma, "coef0": self.coef0}
+    SHORTHANDS = ("quadratic",)
+    PARAMS = (dataclasses.replace(Polynomial.PARAMS[1], default=1.0),
+              dataclasses.replace(Polynomial.PARAMS[2], default=0.0))
+    degree = 2  # not a parameter
 
 
 class Sigmoid(Kernel):
@@ -104,14 +102,8 @@ class Sigmoid(Kernel):
     """
 
     differentiable_inputs = True
-
-    def __init__(self, gamma: float | None = None, coef0: float = 1.0):
-        self.gamma = positive(type(self).__name__, "gamma", gamma, allow_none=True)
-        self.coef0 = real(type(self).__name__, "coef0", coef0)
-
-    @property
-    def hyperparameters(self) -> dict:
-        return {"gamma": self.gamma, "coef0": self.coef0}
+    SHORTHANDS = ("sigmoid",)
+    PARAMS = (Param("gamma", None, optional_positive), Param("coef0", 1.0, real))
 
     def _pairwise(self, X1, X2):
         g = resolved_gamma(self.gamma, X1.shape[1])

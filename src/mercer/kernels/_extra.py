@@ -8,8 +8,8 @@ import math
 import torch
 
 from ._base import Kernel
-from ._distances import cached_distances, exact_distances, exact_sq_distances
-from ._params import positive
+from ._distances import exact_distances
+from ._params import Param, positive
 from ._stationary import squared_distances
 
 __all__ = ["Cosine", "ExpSineSquared", "RationalQuadratic", "White"]
@@ -29,6 +29,7 @@ class Cosine(Kernel):
     """
 
     differentiable_inputs = True
+    SHORTHANDS = ("cosine",)
 
     def scratch(self, n_features: int) -> float:
         return 0.0
@@ -61,26 +62,20 @@ class RationalQuadratic(Kernel):
 
     is_stationary = True
     differentiable_inputs = True
-    _learned = {"length_scale": "length", "alpha": "length"}
-
-    def __init__(self, length_scale: float = 1.0, alpha: float = 1.0):
-        owner = type(self).__name__
-        self.length_scale = positive(owner, "length_scale", length_scale)
-        self.alpha = positive(owner, "alpha", alpha)
-
-    @property
-    def hyperparameters(self) -> dict:
-        return {"length_scale": self.length_scale, "alpha": self.alpha}
+    SHORTHANDS = ("rational_quadratic",)
+    PARAMS = (Param("length_scale", 1.0, positive, learn="length", sklearn="length_scale"),
+              Param("alpha", 1.0, positive, learn="length", sklearn="alpha"))
 
     def scratch(self, n_features: int) -> float:
         return 0.0
 
     def _pairwise(self, X1, X2):
-        D = cached_distances("sq", X1, X2, exact_sq_distances)  # while learning hyperparameters
-        if D is not None:
-            return (D / (2.0 * self.alpha * self.length_scale**2) + 1.0) ** (-self.alpha)
         D = squared_distances(X1, X2)
         return D.div_(2.0 * self.alpha * self.length_scale**2).add_(1.0).pow_(-self.alpha)
+
+    def _cached_pairwise(self, cache):
+        D = cache.distances("sq")  # exact differences; not written
+        return (D / (2.0 * self.alpha * self.length_scale**2) + 1.0) ** (-self.alpha)
 
     def _paired(self, X1, X2):
         d2 = ((X1 - X2) ** 2).sum(dim=1)
@@ -114,16 +109,9 @@ class ExpSineSquared(Kernel):
 
     is_stationary = True
     differentiable_inputs = True
-    _learned = {"length_scale": "length", "periodicity": "length"}
-
-    def __init__(self, length_scale: float = 1.0, periodicity: float = 1.0):
-        owner = type(self).__name__
-        self.length_scale = positive(owner, "length_scale", length_scale)
-        self.periodicity = positive(owner, "periodicity", periodicity)
-
-    @property
-    def hyperparameters(self) -> dict:
-        return {"length_scale": self.length_scale, "periodicity": self.periodicity}
+    SHORTHANDS = ("exp_sine_squared", "periodic")
+    PARAMS = (Param("length_scale", 1.0, positive, learn="length", sklearn="length_scale"),
+              Param("periodicity", 1.0, positive, learn="length", sklearn="periodicity"))
 
     def _profile(self, r: torch.Tensor, shared: bool = False) -> torch.Tensor:
         if r.requires_grad or shared:  # out of place: cdist's backward reads its output, or r is cached
@@ -132,10 +120,10 @@ class ExpSineSquared(Kernel):
 
     def _pairwise(self, X1, X2):
         # exact differences (not the GEMM expansion), as Matern: sqrt amplifies cancellation near 0
-        r = cached_distances("l2", X1, X2, exact_distances)  # while learning hyperparameters
-        if r is not None:
-            return self._profile(r, shared=True)
         return self._profile(exact_distances(X1, X2))
+
+    def _cached_pairwise(self, cache):
+        return self._profile(cache.distances("l2"), shared=True)
 
     def _paired(self, X1, X2):
         return self._profile(torch.linalg.vector_norm(X1 - X2, dim=1))
@@ -183,20 +171,11 @@ class White(Kernel):
     ``x - y`` (and it has no spectral density to draw random features from).
     """
 
-    _learned = {"noise_level": "length"}
-
-    def __init__(self, noise_level: float = 1.0):
-        self.noise_level = positive(type(self).__name__, "noise_level", noise_level)
-
-    @property
-    def hyperparameters(self) -> dict:
-        return {"noise_level": self.noise_level}
+    SHORTHANDS = ("white",)
+    PARAMS = (Param("noise_level", 1.0, positive, learn="length", sklearn="noise_level"),)
 
     def scratch(self, n_features: int) -> float:
         return 0.0
-
-    def __call__(self, X1, X2=None) -> torch.Tensor:
-        return super().__call__(X1, None if X2 is X1 else X2)
 
     def block(self, X, Z, rows, cols):
         n1, n2 = len(range(*rows.indices(X.shape[0]))), len(range(*cols.indices(Z.shape[0])))

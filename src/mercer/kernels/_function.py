@@ -10,6 +10,7 @@ import torch
 
 from .._validation import check_param
 from ._base import Kernel
+from ._params import Param, constrained
 
 log = logging.getLogger(__name__)
 
@@ -22,6 +23,13 @@ def _is_number(out) -> bool:
 
 def _name(fn) -> str:
     return getattr(fn, "__qualname__", None) or getattr(fn, "__name__", None) or repr(fn)
+
+
+def _function(owner: str, name: str, value):
+    check_param(owner, name, value, ["callable"])
+    if isinstance(value, Kernel) or isinstance(value, type):
+        raise ValueError(f"The {name!r} parameter of {owner} must be a function of two arrays. Got {value!r} instead.")
+    return value
 
 
 class FunctionKernel(Kernel):
@@ -62,23 +70,9 @@ class FunctionKernel(Kernel):
     #: :func:`mercer.io.kernel_to_dict` refuses kernels that say why they cannot be saved
     _unsaveable = "a kernel defined by a Python function cannot be saved; use a built-in kernel or re-create it"
 
-    def __init__(self, function, params: dict | None = None, *, diagonal=None, numpy: bool = False):
-        owner = type(self).__name__
-        check_param(owner, "function", function, ["callable"])
-        check_param(owner, "params", params, [dict, None])
-        check_param(owner, "diagonal", diagonal, ["callable", Real, None])
-        check_param(owner, "numpy", numpy, ["boolean"])
-        if isinstance(function, Kernel) or isinstance(function, type):
-            raise ValueError(f"The 'function' parameter of {owner} must be a function of two arrays. "
-                             f"Got {function!r} instead.")
-        self.function = function
-        self.params = params
-        self.diagonal = diagonal
-        self.numpy = bool(numpy)
-
-    @property
-    def hyperparameters(self) -> dict:
-        return {"function": self.function, "params": self.params, "diagonal": self.diagonal, "numpy": self.numpy}
+    PARAMS = (Param("function", check=_function), Param("params", None, constrained(dict, None)),
+              Param("diagonal", None, constrained("callable", Real, None), keyword_only=True),
+              Param("numpy", False, constrained("boolean", convert=bool), keyword_only=True))
 
     def _call(self, fn, like: torch.Tensor, shape: tuple, *args) -> torch.Tensor:
         if self.numpy:

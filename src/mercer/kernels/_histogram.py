@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 
 from ._base import Kernel
-from ._params import positive
+from ._params import Param, positive
 
 __all__ = ["AdditiveChi2", "Chi2"]
 
@@ -59,6 +59,8 @@ class AdditiveChi2(_HistogramKernel):
     enough, or use :class:`Chi2` (``exp(gamma k)``), which is PSD. Negative inputs raise.
     """
 
+    SHORTHANDS = ("additive_chi2",)
+
     def _pairwise(self, X1, X2):
         return _neg_chi2_distance(X1, X2)
 
@@ -78,14 +80,8 @@ class Chi2(_HistogramKernel):
         Scale of the chi-squared distance (scikit-learn's default is 1, not ``1 / n_features``).
     """
 
-    _learned = {"gamma": "length"}
-
-    def __init__(self, gamma: float = 1.0):
-        self.gamma = positive(type(self).__name__, "gamma", gamma)
-
-    @property
-    def hyperparameters(self) -> dict:
-        return {"gamma": self.gamma}
+    SHORTHANDS = ("chi2",)
+    PARAMS = (Param("gamma", 1.0, positive, learn="length"),)
 
     def _pairwise(self, X1, X2):
         return _neg_chi2_distance(X1, X2).mul_(self.gamma).exp_()

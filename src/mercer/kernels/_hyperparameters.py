@@ -3,25 +3,29 @@
 Estimators that learn their kernel (the Gaussian processes, KernelRidgeCV) optimise a vector
 ``theta`` of log-hyperparameters. :class:`LearnableKernel` walks a kernel tree (composites, scales,
 :class:`~mercer.kernels.Columns` and leaves), collects the positive hyperparameters that each kernel
-class declares in ``Kernel._learned`` and lays them out in ``theta``. It holds no formula:
+class declares learnable (``Param(..., learn=unit)`` in its ``PARAMS``) and lays them out in ``theta``. It holds no formula:
 :meth:`LearnableKernel.at` returns a kernel of the same classes whose hyperparameters are the
 tensors ``exp(theta)``, evaluated by the kernels' ordinary code, so that autograd differentiates
 the one formula every other estimator evaluates (and the inputs, for learnable inducing points).
 :meth:`LearnableKernel.build` returns the same kernel with plain floats.
 
-Which hyperparameters are learned: those in the class's ``_learned`` (RBF and Laplacian ``gamma``,
+Which hyperparameters are learned: those declared with ``learn=`` (RBF and Laplacian ``gamma``,
 Matern ``length_scale``, Polynomial ``gamma`` and ``coef0``, Constant ``value``, Scaled ``scale``,
 RationalQuadratic ``length_scale`` and ``alpha``, ExpSineSquared ``length_scale`` and ``periodicity``,
 White ``noise_level``, Chi2 ``gamma``) whose value is not 0 (a homogeneous polynomial stays
 homogeneous) and not marked ``"fixed"``. A per-feature (ARD) scale contributes one entry per
-feature. ``gamma=None`` starts from its resolved value ``1 / n_features``.
+feature. A value of ``None`` (``gamma=None``) starts from its resolved value ``1 / n_features``.
 
 Bounds: a kernel converted from scikit-learn (:func:`mercer.kernels.from_sklearn`) carries its
 own per-parameter bounds (or ``"fixed"``) in a ``bounds`` attribute, and they are used. Every other
 hyperparameter gets a box derived from one pair ``(lo, hi)`` in length-scale units, as
 scikit-learn's default ``(1e-5, 1e5)``: a length scale or a scale lies in ``[lo, hi]``, an RBF
 ``gamma = 1 / (2 l^2)`` in ``[1 / (2 hi^2), 1 / (2 lo^2)]``, a Laplacian ``gamma = 1 / l`` in
-``[1 / hi, 1 / lo]`` (the unit each class declares in ``_learned``).
+``[1 / hi, 1 / lo]`` (the unit each class declares, ``Param.learn``; see :func:`mercer.kernels._params.box`).
+
+The learning loops evaluate the kernel at every step on the same inputs: they pass a
+:class:`~mercer.kernels.DistanceCache` of those inputs to :meth:`LearnableKernel.gram` (or to the
+kernel from :meth:`LearnableKernel.at`), so that the distances are computed once per fit.
 
 Names are those of ``kernel.get_params(deep=True)`` (``"k1__scale"``, ``"k1__kernel__gamma"``);
 the entries of a per-feature scale are ``"gamma[0]"``, ``"gamma[1]"``, ...
@@ -35,18 +39,10 @@ import numpy as np
 import torch
 
 from ._base import Kernel
-from ._params import resolved_gamma
+from ._distances import DistanceCache
+from ._params import box
 
 __all__ = ["Hyperparameter", "LearnableKernel"]
-
-
-def _box(unit: str, lo: float, hi: float) -> tuple[float, float]:
-    """The box of a parameter of ``unit`` from a length-scale box ``[lo, hi]``."""
-    if unit == "inverse_square":  # gamma = 1 / (2 l^2)
-        return 1.0 / (2.0 * hi * hi), 1.0 / (2.0 * lo * lo)
-    if unit == "inverse":  # gamma = 1 / l
-        return 1.0 / hi, 1.0 / lo
-    return lo, hi
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,7 +93,7 @@ def _as_values(value) -> tuple[np.ndarray, bool]:
 
 def _element_bounds(given, unit: str, default: tuple, n: int) -> np.ndarray:
     """``(n, 2)`` bounds: the kernel's own (scalars or per-element tuples) or the default box."""
-    lo, hi = given if given is not None else _box(unit, *default)
+    lo, hi = given if given is not None else box(unit, *default)
     out = np.empty((n, 2), dtype=np.float64)
     out[:, 0] = np.broadcast_to(np.asarray(lo, dtype=np.float64), (n,))
     out[:, 1] = np.broadcast_to(np.asarray(hi, dtype=np.float64), (n,))
@@ -148,16 +144,16 @@ class LearnableKernel:
     def _collect(self, kernel: Kernel, prefix: str, d: int, default: tuple) -> None:
         params = kernel._shallow_params()
         own = _own_bounds(kernel)
-        for name, unit in type(kernel)._learned.items():
-            value = params[name]
-            if own.get(name) == "fixed":
+        for p in type(kernel).PARAMS:
+            if p.learn is None or own.get(p.name) == "fixed":
                 continue
-            # gamma=None means 1 / n_features (scikit-learn's convention, resolved_gamma)
-            values, vector = _as_values(resolved_gamma(value, d) if name == "gamma" else value)
+            value = params[p.name]
+            # None means 1 / n_features (scikit-learn's gamma=None)
+            values, vector = _as_values(1.0 / d if value is None else value)
             if np.all(values == 0):  # 0 stays 0 (a homogeneous polynomial, a zero constant)
                 continue
             self.hyperparameters.append(Hyperparameter(
-                prefix + name, values, _element_bounds(own.get(name), unit, default, values.size), vector))
+                prefix + p.name, values, _element_bounds(own.get(p.name), p.learn, default, values.size), vector))
         for name, part in params.items():
             if isinstance(part, Kernel):
                 self._collect(part, f"{prefix}{name}__", kernel._part_features(d), default)
@@ -196,10 +192,12 @@ class LearnableKernel:
         plain = {k: (tuple(map(float, v)) if isinstance(v, np.ndarray) else float(v)) for k, v in values.items()}
         return self._substitute(self.kernel, "", plain)
 
-    def gram(self, theta: torch.Tensor, X1: torch.Tensor, X2: torch.Tensor | None = None) -> torch.Tensor:
+    def gram(self, theta: torch.Tensor, X1: torch.Tensor, X2: torch.Tensor | None = None, *,
+             cache: DistanceCache | None = None) -> torch.Tensor:
         """``K(X1, X2)`` at ``exp(theta)``, differentiable in ``theta`` (and in the inputs when
-        :attr:`differentiable_inputs`)."""
-        return self.at(theta)(X1, X2)
+        :attr:`differentiable_inputs`); ``cache``: the :class:`DistanceCache` of ``X1, X2``, made
+        once by the learning loop (see :meth:`Kernel.__call__ <mercer.kernels.Kernel.__call__>`)."""
+        return self.at(theta)(X1, X2, cache=cache)
 
     def diag(self, theta: torch.Tensor, X: torch.Tensor) -> torch.Tensor:
         return self.at(theta).diag(X)

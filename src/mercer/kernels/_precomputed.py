@@ -18,6 +18,7 @@ class Precomputed(Kernel):
     """
 
     is_precomputed = True
+    SHORTHANDS = ("precomputed",)
 
     def scratch(self, n_features: int) -> float:
         return 0.0

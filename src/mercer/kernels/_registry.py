@@ -1,5 +1,8 @@
 """String shorthands: ``"rbf"`` -> ``RBF(...)``, and the CLI's ``"rbf:gamma=0.1"`` syntax.
 
+The shorthands are declared by the kernel classes themselves (``SHORTHANDS``) and collected in
+:data:`KERNELS` as the classes are created.
+
 Every name of scikit-learn's ``sklearn.metrics.pairwise.PAIRWISE_KERNEL_FUNCTIONS`` is here, with
 its keyword semantics (``gamma``, ``degree``, ``coef0``, ``kernel_params``); a callable becomes a
 :class:`FunctionKernel` (``kernel_params`` are its keyword arguments, as in scikit-learn).
@@ -7,46 +10,20 @@ its keyword semantics (``gamma``, ``degree``, ``coef0``, ``kernel_params``); a c
 
 from __future__ import annotations
 
-import inspect
 import re
 from numbers import Real
 
 from .._validation import InstanceOf, Interval
 
-from ._base import Kernel
-from ._dot_product import Linear, Polynomial, Quadratic, Sigmoid
-from ._extra import Cosine, ExpSineSquared, RationalQuadratic, White
+from ._base import KERNELS, Kernel
 from ._function import FunctionKernel
-from ._histogram import AdditiveChi2, Chi2
-from ._precomputed import Precomputed
-from ._sets import HistogramIntersection, Intersection
 from ._sklearn import SKLEARN_KERNEL, _convert as _from_sklearn, is_sklearn_kernel
-from ._stationary import RBF, Laplacian, Matern
 
 __all__ = ["KERNELS", "KERNEL_CONSTRAINTS", "resolve_kernel", "parse_kernel_spec"]
 
-KERNELS: dict[str, type[Kernel]] = {
-    "linear": Linear,
-    "poly": Polynomial,
-    "polynomial": Polynomial,
-    "quadratic": Quadratic,
-    "sigmoid": Sigmoid,
-    "rbf": RBF,
-    "gaussian": RBF,
-    "laplacian": Laplacian,
-    "matern": Matern,
-    "intersection": Intersection,
-    "histogram": HistogramIntersection,
-    "histogram_intersection": HistogramIntersection,
-    "precomputed": Precomputed,
-    "cosine": Cosine,
-    "chi2": Chi2,
-    "additive_chi2": AdditiveChi2,
-    "rational_quadratic": RationalQuadratic,
-    "exp_sine_squared": ExpSineSquared,
-    "periodic": ExpSineSquared,
-    "white": White,
-}
+# KERNELS (imported above) maps each shorthand to its class: every kernel class declares its own
+# (``SHORTHANDS = ("rbf", "gaussian")``) and is entered when it is created, that is when
+# ``mercer.kernels`` (which any import of a module here runs first) imports its module.
 
 
 #: Allowed values of scikit-learn's kernel parameters (``kernel, gamma, degree, coef0,
@@ -94,7 +71,7 @@ def resolve_kernel(kernel, *, gamma=None, degree=None, coef0=None, kernel_params
             f"mercer.kernels.Kernel or a callable. Got {kernel!r} instead."
         )
     cls = KERNELS[name]
-    accepted = set(inspect.signature(cls.__init__).parameters) - {"self"}
+    accepted = {p.name for p in cls.PARAMS}
     params = {k: v for k, v in (("gamma", gamma), ("degree", degree), ("coef0", coef0))
               if k in accepted and v is not None}
     extra = dict(kernel_params or {})

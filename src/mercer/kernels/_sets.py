@@ -54,6 +54,8 @@ class Intersection(Kernel):
     Rows must hold only 0 and 1 (see :func:`encode_sets`); anything else raises.
     """
 
+    SHORTHANDS = ("intersection",)
+
     def scratch(self, n_features: int) -> float:
         return 0.0
 
@@ -78,6 +80,8 @@ class HistogramIntersection(Kernel):
 
     Computed feature by feature into one output block (scratch: one extra block).
     """
+
+    SHORTHANDS = ("histogram", "histogram_intersection")
 
     def scratch(self, n_features: int) -> float:
         return 1.0

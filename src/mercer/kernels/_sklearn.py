@@ -11,6 +11,11 @@ pickling and ``copy.deepcopy`` keep it; ``clone``, ``set_params`` and ``mercer.i
 kernel from its parameters, without it. An estimator keeps the scikit-learn kernel it was given
 and converts it in each ``fit``, so its clones and searches see scikit-learn's parameters.
 
+A leaf is converted from its declaration (:class:`mercer.kernels.Param`): each parameter declared
+with ``sklearn=<name>`` takes the value of scikit-learn's hyperparameter of that name, through the
+parameter's unit (``learn``: RBF's ``gamma = 1 / (2 l^2)`` from ``length_scale = l``) for its
+value and its bounds; a vector (an anisotropic kernel) only where the parameter is ``per_feature``.
+
 scikit-learn is not imported here: a value can only be one of its kernels once
 ``sklearn.gaussian_process.kernels`` has been imported, so :func:`is_sklearn_kernel` looks the
 module up in ``sys.modules`` (importing it would add ~15-20 ms to ``import mercer``).
@@ -23,6 +28,7 @@ import sys
 import numpy as np
 
 from ._base import Constant, Kernel, Product, Scaled, Sum
+from ._params import box, from_length
 from ._dot_product import Linear, Polynomial, Sigmoid
 from ._extra import Cosine, ExpSineSquared, RationalQuadratic, White
 from ._histogram import AdditiveChi2, Chi2
@@ -169,12 +175,6 @@ def _bounds(kernel, name: str, transform=None):
     return tuple(map(float, low)), tuple(map(float, high))
 
 
-def _gamma_of_length_scale(low, high):
-    """A length-scale box ``(a, b)`` as the box of ``gamma = 1 / (2 l^2)``: ``(1/(2b^2), 1/(2a^2))``."""
-    with np.errstate(divide="ignore"):
-        return 0.5 / high**2, 0.5 / low**2
-
-
 def _with_bounds(kernel: Kernel, own: dict) -> Kernel:
     """Set ``kernel.bounds``: ``own`` and the parts' bounds under their parameter names."""
     out = dict(own)
@@ -186,21 +186,30 @@ def _with_bounds(kernel: Kernel, own: dict) -> Kernel:
 
 
 # -- leaves ------------------------------------------------------------------------------------
-def _length_scale(kernel, owner: str):
-    """A float, or a list of floats for an anisotropic kernel (one per feature: mercer's ARD)."""
-    ls = np.asarray(kernel.length_scale, dtype=np.float64).reshape(-1)
-    if ls.size > 1 and type(kernel).__name__ not in ("RBF", "Matern"):  # scikit-learn refuses it too
-        _refuse(owner, kernel, "an anisotropic (vector) length_scale is supported for RBF and Matern only")
-    return [float(v) for v in ls] if ls.size > 1 else float(ls[0])
+def _leaf(cls: type[Kernel]):
+    """The converter of the scikit-learn kernel of ``cls``'s formula, from ``cls.PARAMS``."""
+    declared = [p for p in cls.PARAMS if p.sklearn is not None]
+
+    def convert(k, owner):
+        params, own = {}, {}
+        for p in declared:
+            unit = p.learn or "length"
+            values = np.asarray(getattr(k, p.sklearn), dtype=np.float64).reshape(-1)
+            if values.size > 1 and not p.per_feature:  # scikit-learn refuses it too
+                names = _per_feature_kernels()
+                _refuse(owner, k, f"an anisotropic (vector) {p.sklearn} is supported for "
+                        f"{' and '.join([', '.join(names[:-1]), names[-1]] if len(names) > 1 else names)} only")
+            converted = [from_length(unit, float(v)) for v in values]
+            params[p.name] = converted if values.size > 1 else converted[0]
+            if p.learn is not None:
+                own[p.name] = _bounds(k, p.sklearn, lambda lo, hi, unit=unit: box(unit, lo, hi))
+        return _with_bounds(cls(**params), own)
+
+    return convert
 
 
-def _constant(k, owner):
-    return _with_bounds(Constant(float(k.constant_value)), {"value": _bounds(k, "constant_value")})
-
-
-def _rbf(k, owner):
-    sigma = _length_scale(k, owner)
-    return _with_bounds(RBF(sigma=sigma), {"gamma": _bounds(k, "length_scale", _gamma_of_length_scale)})
+def _per_feature_kernels() -> list[str]:
+    return [name for name, cls in _LEAVES.items() if any(p.per_feature and p.sklearn for p in cls.PARAMS)]
 
 
 def _matern(k, owner):
@@ -209,29 +218,14 @@ def _matern(k, owner):
         _refuse(owner, k, f"mercer's Matern supports nu in {{0.5, 1.5, 2.5}} (and nu=inf, the RBF kernel), "
                 f"not nu={k.nu!r}")
     if nu == float("inf"):
-        return _rbf(k, owner)
-    ls = _length_scale(k, owner)
-    return _with_bounds(Matern(nu=nu, length_scale=ls), {"length_scale": _bounds(k, "length_scale")})
-
-
-def _rational_quadratic(k, owner):
-    return _with_bounds(RationalQuadratic(length_scale=_length_scale(k, owner), alpha=float(k.alpha)),
-                        {"length_scale": _bounds(k, "length_scale"), "alpha": _bounds(k, "alpha")})
-
-
-def _exp_sine_squared(k, owner):
-    return _with_bounds(ExpSineSquared(length_scale=_length_scale(k, owner), periodicity=float(k.periodicity)),
-                        {"length_scale": _bounds(k, "length_scale"), "periodicity": _bounds(k, "periodicity")})
+        return _CONVERTERS["RBF"](k, owner)
+    return _leaf(Matern)(k, owner)
 
 
 def _dot_product(k, owner):
     constant = _with_bounds(Constant(float(k.sigma_0) ** 2),
                             {"value": _bounds(k, "sigma_0", lambda lo, hi: (lo**2, hi**2))})
     return _with_bounds(Sum([_with_bounds(Linear(), {}), constant]), {})
-
-
-def _white(k, owner):
-    return _with_bounds(White(float(k.noise_level)), {"noise_level": _bounds(k, "noise_level")})
 
 
 def _pairwise(k, owner):
@@ -274,14 +268,20 @@ def _exponentiation(k, owner):
     return _with_bounds(Product([_convert(k.kernel, owner) for _ in range(n)]), {})
 
 
+#: scikit-learn's leaf kernels and the mercer class of the same formula (converted by ``_leaf``).
+_LEAVES: dict[str, type[Kernel]] = {
+    "ConstantKernel": Constant,
+    "RBF": RBF,
+    "Matern": Matern,
+    "RationalQuadratic": RationalQuadratic,
+    "ExpSineSquared": ExpSineSquared,
+    "WhiteKernel": White,
+}
+
 _CONVERTERS = {
-    "ConstantKernel": _constant,
-    "RBF": _rbf,
-    "Matern": _matern,
-    "RationalQuadratic": _rational_quadratic,
-    "ExpSineSquared": _exp_sine_squared,
+    **{name: _leaf(cls) for name, cls in _LEAVES.items()},
+    "Matern": _matern,  # nu = inf is the RBF kernel
     "DotProduct": _dot_product,
-    "WhiteKernel": _white,
     "PairwiseKernel": _pairwise,
     "Sum": _sum,
     "Product": _product,

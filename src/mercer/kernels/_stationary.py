@@ -13,17 +13,14 @@ code as before (one type check more).
 from __future__ import annotations
 
 import math
-import numbers
 import weakref
 
-import numpy as np
 import torch
 
 from .._backend import row_sq_norms
-from .._validation import describe
 from ._base import Kernel, _fmt
-from ._distances import cached_distances, exact_distances, exact_sq_distances, l1_distances
-from ._params import positive, resolved_gamma
+from ._distances import exact_distances
+from ._params import Param, _is_ard, _Scales, one_of, optional_scale, resolved_gamma, scale
 
 __all__ = ["RBF", "Gaussian", "Laplacian", "Matern", "squared_distances"]
 
@@ -96,69 +93,6 @@ def _sq_norms_cached(X2: torch.Tensor) -> torch.Tensor:
 
 
 # -- per-feature scales (ARD) --------------------------------------------------------------------
-class _Scales(tuple):
-    """Per-feature values of a kernel scale (ARD): an immutable tuple of positive floats, so a
-    kernel holding one stays hashable, compares by value, and is saved by :mod:`mercer.io` as a
-    list. It has no single value: ``float()`` of it raises (code that needs one scale, such as
-    hyperparameter learning, refuses it with this message)."""
-
-    __slots__ = ()
-
-    def short(self) -> str:
-        """Compact text for a kernel's repr: ``[0.5, 1, 2]``, or the ends of a long vector."""
-        vals = [f"{v:g}" for v in self]
-        if len(vals) > 8:
-            return f"[{', '.join(vals[:3])}, ..., {', '.join(vals[-2:])}] ({len(vals)} values)"
-        return f"[{', '.join(vals)}]"
-
-    def __float__(self):
-        raise TypeError(f"the per-feature (ARD) kernel scale {self.short()} has no single value; code that needs "
-                        "one scale does not support per-feature scales. Rescale the features instead (RBF: "
-                        "X * sqrt(gamma), Laplacian: X * gamma, Matern: X / length_scale) and use a scalar kernel.")
-
-
-def _is_vector(value) -> bool:
-    """Whether a scale was given per feature: a list, tuple, array of ndim >= 1 or tensor of
-    more than one element (a one-element tensor stays a scalar, learnable, hyperparameter)."""
-    if isinstance(value, (list, tuple)):
-        return True
-    if isinstance(value, np.ndarray):
-        return value.ndim >= 1
-    return isinstance(value, torch.Tensor) and value.ndim >= 1 and value.numel() != 1
-
-
-def _real_vector(value) -> np.ndarray | None:
-    """``value`` (list, tuple, array or tensor) as float64 if it holds real numbers only (no
-    booleans), else None."""
-    if isinstance(value, torch.Tensor):
-        value = value.detach().cpu().numpy()
-    if isinstance(value, np.ndarray):
-        real = np.issubdtype(value.dtype, np.floating) or np.issubdtype(value.dtype, np.integer)
-    else:
-        real = all(isinstance(v, numbers.Real) and not isinstance(v, (bool, np.bool_)) for v in value)
-    return np.asarray(value, dtype=np.float64) if real else None
-
-
-def _scale(owner: str, name: str, value, *, allow_none: bool = False):
-    """A scale: a positive float as :func:`positive` checks it, or a vector of them (``_Scales``; a
-    floating 1-D tensor that requires grad is kept as it is: a learnable per-feature scale)."""
-    if not _is_vector(value):
-        return positive(owner, name, value, allow_none=allow_none)
-    what = (f"The {name!r} parameter of {owner} must be a float in the range (0, inf) or a 1-D array of them "
-            "(one per feature)")
-    arr = _real_vector(value)
-    if arr is None or arr.ndim != 1 or arr.size == 0 or not np.all(np.isfinite(arr) & (arr > 0)):
-        raise ValueError(f"{what}. Got {describe(value)} instead.")
-    if isinstance(value, torch.Tensor) and value.requires_grad:
-        return value
-    return _Scales(float(v) for v in arr)
-
-
-def _is_ard(value) -> bool:
-    """Whether a stored scale is per feature: a ``_Scales`` or a learnable 1-D tensor."""
-    return type(value) is _Scales or (isinstance(value, torch.Tensor) and value.ndim == 1 and value.numel() != 1)
-
-
 def _per_feature(kernel: Kernel, name: str, n_features: int, *, dtype, device) -> torch.Tensor:
     """The per-feature scale ``name`` of ``kernel`` as a tensor, after checking its length."""
     values = getattr(kernel, name)
@@ -181,13 +115,11 @@ def _ard_sq_dist(A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
 class _Stationary(Kernel):
     is_stationary = True
     differentiable_inputs = True
-    #: The scale that may be given per feature (ARD).
-    _ard_name = ""
 
     @property
     def is_ard(self) -> bool:
         """True when the scale is given per feature (a vector)."""
-        return _is_ard(getattr(self, self._ard_name))
+        return any(_is_ard(getattr(self, p.name)) for p in type(self).PARAMS if p.per_feature)
 
     def __repr__(self) -> str:
         args = ", ".join(f"{k}={v.short()}" if type(v) is _Scales else f"{k}={_fmt(v)}"
@@ -233,13 +165,13 @@ class RBF(_Stationary):
     (:math:`\omega_i \sim \mathcal{N}(0, 2\gamma_i)` per feature).
     """
 
-    _ard_name = "gamma"
-    _learned = {"gamma": "inverse_square"}
+    SHORTHANDS = ("rbf", "gaussian")
+    PARAMS = (Param("gamma", None, optional_scale, learn="inverse_square", per_feature=True, sklearn="length_scale"),
+              Param("sigma", None, optional_scale, alias=True))
 
     def __init__(self, gamma: float | None = None, sigma: float | None = None):
         owner = type(self).__name__
-        gamma = _scale(owner, "gamma", gamma, allow_none=True)
-        sigma = _scale(owner, "sigma", sigma, allow_none=True)
+        gamma, sigma = self._validate("gamma", gamma), self._validate("sigma", sigma)
         if gamma is not None and sigma is not None:
             raise ValueError(f"The 'sigma' parameter of {owner} must be None when 'gamma' is given (give either "
                              f"'gamma' or 'sigma', not both). Got {sigma!r} instead (gamma={gamma!r}).")
@@ -248,17 +180,10 @@ class RBF(_Stationary):
         else:
             self.gamma = 1.0 / (2.0 * sigma**2) if sigma is not None else gamma
 
-    def _shallow_params(self) -> dict:
-        return {"gamma": self.gamma, "sigma": None}  # sigma was read into gamma
-
     def _merged_params(self, current: dict, changed: dict) -> dict:
         if changed.get("sigma") is not None and "gamma" not in changed:
             current = {**current, "gamma": None}  # the new sigma replaces the old gamma
         return {**current, **changed}
-
-    @property
-    def hyperparameters(self) -> dict:
-        return {"gamma": self.gamma}
 
     def scratch(self, n_features: int) -> float:
         return 0.0
@@ -269,11 +194,12 @@ class RBF(_Stationary):
     def _pairwise(self, X1, X2):
         if _is_ard(self.gamma):
             return _ard_sq_dist(*self._ard_inputs(X1, X2)).exp_()
-        g = resolved_gamma(self.gamma, X1.shape[1])
-        D = cached_distances("sq", X1, X2, exact_sq_distances)  # while learning hyperparameters
-        if D is not None:
-            return torch.exp(D * -g)
-        return _scaled_sq_dist(X1, X2, g).exp_()
+        return _scaled_sq_dist(X1, X2, resolved_gamma(self.gamma, X1.shape[1])).exp_()
+
+    def _cached_pairwise(self, cache):
+        if _is_ard(self.gamma):
+            return super()._cached_pairwise(cache)
+        return torch.exp(cache.distances("sq") * -resolved_gamma(self.gamma, cache.X1.shape[1]))
 
     def _paired(self, X1, X2):
         if _is_ard(self.gamma):
@@ -309,15 +235,8 @@ class Laplacian(_Stationary):
     per coordinate.
     """
 
-    _ard_name = "gamma"
-    _learned = {"gamma": "inverse"}
-
-    def __init__(self, gamma: float | None = None):
-        self.gamma = _scale(type(self).__name__, "gamma", gamma, allow_none=True)
-
-    @property
-    def hyperparameters(self) -> dict:
-        return {"gamma": self.gamma}
+    SHORTHANDS = ("laplacian",)
+    PARAMS = (Param("gamma", None, optional_scale, learn="inverse", per_feature=True),)
 
     def scratch(self, n_features: int) -> float:
         return 0.0
@@ -332,11 +251,13 @@ class Laplacian(_Stationary):
             # cdist's backward reads its output: no in-place op on it when autograd records
             return torch.exp(-D) if D.requires_grad else D.neg_().exp_()
         g = resolved_gamma(self.gamma, X1.shape[1])
-        D = cached_distances("l1", X1, X2, l1_distances)  # while learning hyperparameters
-        if D is not None:
-            return torch.exp(D * -g)
         D = torch.cdist(X1, X2, p=1.0)
         return torch.exp(-g * D) if D.requires_grad else D.mul_(-g).exp_()
+
+    def _cached_pairwise(self, cache):
+        if _is_ard(self.gamma):
+            return super()._cached_pairwise(cache)
+        return torch.exp(cache.distances("l1") * -resolved_gamma(self.gamma, cache.X1.shape[1]))
 
     def _paired(self, X1, X2):
         if _is_ard(self.gamma):
@@ -377,20 +298,9 @@ class Matern(_Stationary):
     freedom and scale ``1 / l`` (``1 / l_i`` per feature).
     """
 
-    _NUS = (0.5, 1.5, 2.5)
-    _ard_name = "length_scale"
-    _learned = {"length_scale": "length"}
-
-    def __init__(self, nu: float = 1.5, length_scale: float = 1.0):
-        owner = type(self).__name__
-        if nu not in self._NUS:
-            raise ValueError(f"The 'nu' parameter of {owner} must be one of {self._NUS}. Got {nu!r} instead.")
-        self.nu = float(nu)
-        self.length_scale = _scale(owner, "length_scale", length_scale)
-
-    @property
-    def hyperparameters(self) -> dict:
-        return {"nu": self.nu, "length_scale": self.length_scale}
+    SHORTHANDS = ("matern",)
+    PARAMS = (Param("nu", 1.5, one_of(0.5, 1.5, 2.5), sklearn="nu"),
+              Param("length_scale", 1.0, scale, learn="length", per_feature=True, sklearn="length_scale"))
 
     def _profile(self, r: torch.Tensor) -> torch.Tensor:
         grad = r.requires_grad  # then out of place (cdist's backward reads its output)
@@ -413,11 +323,13 @@ class Matern(_Stationary):
         if _is_ard(self.length_scale):
             A, B = self._ard_inputs(X1, X2)
             return self._profile(torch.cdist(A, B, p=2.0, compute_mode="donot_use_mm_for_euclid_dist"))
-        r = cached_distances("l2", X1, X2, exact_distances)  # while learning hyperparameters
-        if r is not None:
-            return self._profile(r / self.length_scale)  # a new tensor: the cached one is not written
         r = exact_distances(X1, X2)
         return self._profile(r / self.length_scale if r.requires_grad else r.div_(self.length_scale))
+
+    def _cached_pairwise(self, cache):
+        if _is_ard(self.length_scale):
+            return super()._cached_pairwise(cache)
+        return self._profile(cache.distances("l2") / self.length_scale)  # a new tensor: the cached one is not written
 
     def _paired(self, X1, X2):
         if _is_ard(self.length_scale):

@@ -30,7 +30,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from ..._backend import as_output
 from ..._validation import Interval, Options
-from ...kernels import LearnableKernel, is_sklearn_kernel, resolve_kernel, reuse_distances
+from ...kernels import DistanceCache, LearnableKernel, is_sklearn_kernel, resolve_kernel
 from ...linalg import KernelOperator, MemoryBudgetError, format_bytes, jittered_cholesky, row_blocks
 from .._hyperopt import chol_with_jitter
 from ._common import _LOG2PI, GP_CONSTRAINTS, _GPBase
@@ -63,10 +63,11 @@ class _GaussianLML(torch.autograd.Function):
         return G, None
 
 
-def _exact_lml(lk: LearnableKernel, theta_k, noise, X, Y) -> torch.Tensor:
-    """``noise``: the variance added to the diagonal, 0-d or one per sample."""
+def _exact_lml(lk: LearnableKernel, theta_k, noise, X, Y, cache: DistanceCache | None = None) -> torch.Tensor:
+    """``noise``: the variance added to the diagonal, 0-d or one per sample; ``cache``: the
+    distances of ``X`` (a learning loop's)."""
     n = Y.shape[0]
-    K = lk.gram(theta_k, X)
+    K = lk.gram(theta_k, X, cache=cache)
     K = K + (torch.diag(noise) if noise.ndim else noise * torch.eye(n, dtype=K.dtype, device=K.device))
     return _GaussianLML.apply(K, Y)
 
@@ -264,12 +265,13 @@ class GaussianProcessRegressor(_GPBase):
         if self.optimizer is not None and theta.size and not self._zero_variance(Y):
             self._check_budget(Xt.shape[0], 5, "learning the hyperparameters")
 
+            cache = DistanceCache(Xt)  # the inputs are the same at every step
+
             def loss(t):
                 tk, noise = self._split(t, self._n_kernel)
-                return -_exact_lml(lk, tk, noise, Xt, Yt)
+                return -_exact_lml(lk, tk, noise, Xt, Yt, cache)
 
-            with reuse_distances():  # the inputs are the same at every step
-                theta = self._run_optimizer(loss, theta, bounds, names)
+            theta = self._run_optimizer(loss, theta, bounds, names)
         self._fitted_hyperparameters(lk, kernel, theta)
         self._factor(Xt, Yt)
         return self

@@ -19,7 +19,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from ..._backend import to_numpy
 from ..._validation import Interval, Options
-from ...kernels import LearnableKernel, reuse_distances
+from ...kernels import DistanceCache, LearnableKernel
 from ...kmeans import kmeans
 from ...linalg import MemoryBudgetError, format_bytes, jittered_cholesky, row_blocks
 from .._hyperopt import chol_with_jitter
@@ -28,14 +28,16 @@ from ._common import _LOG2PI, GP_CONSTRAINTS, _GPBase
 __all__ = ["SparseGPRegressor"]
 
 
-def _sgpr_bound(lk: LearnableKernel, theta_k, noise, Z, X, Y, jitter) -> torch.Tensor:
+def _sgpr_bound(lk: LearnableKernel, theta_k, noise, Z, X, Y, jitter, caches=(None, None)) -> torch.Tensor:
+    """``caches``: the :class:`DistanceCache` of ``(Z, Z)`` and of ``(Z, X)`` (a learning loop's
+    with fixed inducing points), or None."""
     n, t = Y.shape
     m = Z.shape[0]
     eye = torch.eye(m, dtype=X.dtype, device=X.device)
     k = lk.at(theta_k)
-    Kuu = k(Z)
+    Kuu = k(Z, cache=caches[0])
     Kuu = Kuu + (jitter * Kuu.diagonal().detach().mean()) * eye
-    Kuf = k(Z, X)
+    Kuf = k(Z, X, cache=caches[1])
     L = chol_with_jitter(Kuu)
     A = torch.linalg.solve_triangular(L, Kuf, upper=False) / torch.sqrt(noise)
     AAT = A @ A.T
@@ -169,14 +171,15 @@ class SparseGPRegressor(_GPBase):
         full = np.concatenate([theta, to_numpy(Z).ravel().astype(np.float64)]) if learn_z else theta
         fb = np.vstack([bounds, np.full((full.size - p, 2), [-np.inf, np.inf])]) if learn_z else bounds
         perturb = np.arange(full.size) < p
+        # the inputs are the same at every step, unless the inducing points are learned
+        caches = (None, None) if learn_z else (DistanceCache(Z), DistanceCache(Z, Xt))
 
         def loss(t):
             tk, noise = self._split(t[:p], self._n_kernel)
             Zt = t[p:].reshape(m, d) if learn_z else Z
-            return -_sgpr_bound(lk, tk, noise, Zt, Xt, Yt, jitter)
+            return -_sgpr_bound(lk, tk, noise, Zt, Xt, Yt, jitter, caches)
 
-        with reuse_distances():  # the inputs are the same at every step (learned inducing points are not cached)
-            full = self._run_optimizer(loss, full, fb, names, perturb=perturb)
+        full = self._run_optimizer(loss, full, fb, names, perturb=perturb)
         if learn_z:
             Z = torch.tensor(full[p:].reshape(m, d), dtype=self._dtype, device=self._device)  # own (aligned) memory
         return full[:p], Z

@@ -28,7 +28,7 @@ from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
 from ..._validation import Interval, Options, check_params
-from ...kernels import LearnableKernel, reuse_distances
+from ...kernels import DistanceCache, LearnableKernel
 from ...linalg import MemoryBudgetError, format_bytes
 from .._base import COMPUTE_CONSTRAINTS, KERNEL_CONSTRAINTS, KernelEstimatorMixin
 from .._hyperopt import OPTIMIZER_CONSTRAINTS, check_bounds, chol_with_jitter, optimize, report
@@ -39,11 +39,12 @@ __all__ = ["KernelRidgeCV", "loo_residuals"]
 log = logging.getLogger(__name__)
 
 
-def _cv_terms(lk, theta_k, alpha, X, Y):
-    """Dual coefficients ``c = (K + alpha I)^{-1} Y`` and ``diag((K + alpha I)^{-1})``."""
+def _cv_terms(lk, theta_k, alpha, X, Y, cache=None):
+    """Dual coefficients ``c = (K + alpha I)^{-1} Y`` and ``diag((K + alpha I)^{-1})``; ``cache``:
+    the distances of ``X`` (a learning loop's)."""
     n = X.shape[0]
     eye = torch.eye(n, dtype=X.dtype, device=X.device)
-    A = lk.gram(theta_k, X) + alpha * eye
+    A = lk.gram(theta_k, X, cache=cache) + alpha * eye
     L = chol_with_jitter(A)
     C = torch.cholesky_solve(Y, L)
     Linv = torch.linalg.solve_triangular(L, eye, upper=False)
@@ -178,16 +179,16 @@ class KernelRidgeCV(MultiOutputMixin, RegressorMixin, KernelEstimatorMixin, Base
             theta = np.append(theta, math.log(a0))
             bounds = np.vstack([bounds, [[math.log(bounds_a[0]), math.log(bounds_a[1])]]])
         p = len(lk.names)
+        cache = DistanceCache(Xt)  # the inputs are the same at every step
 
         def loss(t):
             alpha = torch.exp(t[p]) if self.learn_alpha else torch.as_tensor(a0, dtype=t.dtype, device=t.device)
-            C, dinv = _cv_terms(lk, t[:p], alpha, Xt, Y)
+            C, dinv = _cv_terms(lk, t[:p], alpha, Xt, Y, cache)
             return _cv_error(C, dinv, alpha, self.objective)
 
         self.hyperparameter_names_ = names
         t0 = time.perf_counter()
-        with reuse_distances():  # the inputs are the same at every step
-            theta = self._search(loss, theta, bounds, names)
+        theta = self._search(loss, theta, bounds, names)
         self.learning_time_ = time.perf_counter() - t0
         self.theta_ = np.asarray(theta, dtype=np.float64)
         self.kernel_ = lk.build(self.theta_[:p])
