@@ -169,6 +169,35 @@ class KernelContract:
         with pytest.raises(ValueError, match="features"):
             case[0](X, Z[:, :-1])
 
+    # -- what the declaration (PARAMS) gives ----------------------------------------------------
+    def test_parameters_rebuild_the_kernel(self, case, data):
+        """``get_params`` lists the declared parameters; they rebuild an equal kernel, as do
+        ``clone`` and ``set_params`` with the same values."""
+        from sklearn.base import clone
+
+        from mercer.kernels import Kernel
+
+        kernel = case[0]
+        params = kernel.get_params(deep=False)
+        if type(kernel)._shallow_params is Kernel._shallow_params:  # (composites name their parts k1, k2, ...)
+            assert list(params) == [p.name for p in type(kernel).PARAMS]
+        X, Z = data
+        for other in (type(kernel)._from_params(params), clone(kernel), clone(kernel).set_params(**params)):
+            assert other == kernel and hash(other) == hash(kernel) and other is not kernel
+            assert torch.equal(other(X, Z), kernel(X, Z))
+
+    def test_distance_cache_gives_the_same_block(self, case, data):
+        """Evaluated with a :class:`~mercer.kernels.DistanceCache` of its inputs (as the learning
+        loops do), the kernel gives the block it gives without one."""
+        from mercer.kernels import DistanceCache
+
+        kernel = case[0]
+        Xt, Zt = (torch.tensor(A) for A in data)
+        for cache in (DistanceCache(Xt, Zt), DistanceCache(Xt)):
+            args = (Xt, Zt) if cache.X2 is Zt else (Xt,)
+            for _ in range(2):  # the second time from the cache
+                assert_close(kernel(*args, cache=cache), to_numpy(kernel(*args)), tol=1e-10)
+
 
 class OperatorContract:
     """Invariants of every :class:`mercer.linalg.ProductOperator` (each engine's operator).
