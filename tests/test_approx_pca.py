@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 import torch
 from sklearn.decomposition import KernelPCA as SkKernelPCA
-from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from mercer.kernels import RBF, Laplacian, Polynomial
 from mercer.models.decomposition import ApproximateKernelPCA
@@ -179,9 +178,3 @@ def test_bad_data(data):
     model = ApproximateKernelPCA(2, n_features=10).fit(X)
     with pytest.raises(ValueError, match="64 features"):
         model.transform(Xt[:, :10])
-
-
-@parametrize_with_checks([ApproximateKernelPCA(n_components=2, n_features=5, random_state=0),
-                          ApproximateKernelPCA(n_components=2, approximation="rff", n_features=10, random_state=0)])
-def test_sklearn_contract(estimator, check):
-    check(estimator)

@@ -12,7 +12,6 @@ from sklearn.cluster import KMeans as SkKMeans
 from sklearn.datasets import make_circles, make_moons
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.metrics import adjusted_rand_score
-from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from mercer.kernels import RBF, Polynomial
 from mercer.linalg import MemoryBudgetError
@@ -37,23 +36,6 @@ def _feature_inertia(K, labels):
         idx = labels == c
         total += np.trace(K[np.ix_(idx, idx)]) - K[np.ix_(idx, idx)].sum() / idx.sum()
     return total
-
-
-@parametrize_with_checks(
-    [KMeans(n_clusters=3, n_init=2, random_state=0), KernelKMeans(n_clusters=3, random_state=0),
-     KernelAgglomerative(n_clusters=3)],
-    # k-means++ draws by inverse CDF over the weighted masses, so integer weights give the seeds of
-    # the repeated rows *in the same order*; the check shuffles the weighted rows, so the seeds (and
-    # the local optimum Lloyd ends in) differ: a property of random seeding, as for scikit-learn.
-    expected_failed_checks=lambda est: {
-        "check_sample_weight_equivalence_on_dense_data":
-            "k-means++ seeds drawn from shuffled weighted rows differ from those of the repeated rows",
-        "check_sample_weight_equivalence_on_sparse_data":
-            "k-means++ seeds drawn from shuffled weighted rows differ from those of the repeated rows",
-    } if isinstance(est, (KMeans, KernelKMeans)) else {},
-)
-def test_sklearn_compatible(estimator, check):
-    check(estimator)
 
 
 # -- KMeans ---------------------------------------------------------------------------------------

@@ -1,55 +1,48 @@
-"""Every mercer estimator passes scikit-learn's estimator checks."""
+"""Every mercer estimator passes scikit-learn's estimator checks: one test over every example of
+the registry (``mercer.models._registry``: the configurations, the checks expected to fail and
+why, the warnings silenced), so a registered estimator is checked without a line here.
+
+Slow examples run with ``-m slow``. A check that only fails for a reason of the data size it uses
+is run elsewhere with a fitting configuration (``tests/test_sketched_ridge.py``).
+"""
 
 from __future__ import annotations
 
-from sklearn.utils.estimator_checks import parametrize_with_checks
+import importlib
+import warnings
 
-from mercer.approx import IncompleteCholesky, LandmarkFeatures, Nystroem, PolynomialFeatureMap, RandomFourierFeatures
-from mercer.kernels import RBF, Laplacian, Linear
-from mercer.models import (KernelPCA, KernelRidge, KernelRidgeClassifier, NystroemKernelRidge,
-                           NystroemKernelRidgeClassifier, RandomFeatureRidge)
+import pytest
+from sklearn.utils.estimator_checks import _get_check_estimator_ids, estimator_checks_generator
 
-ESTIMATORS = [
-    KernelRidge(),
-    KernelRidge(kernel="rbf", solver="dual"),
-    KernelRidge(kernel=0.5 * RBF() + Linear()),
-    KernelRidgeClassifier(),
-    KernelRidgeClassifier(kernel="rbf"),
-    KernelPCA(n_components=2),
-    KernelPCA(n_components=2, kernel="rbf", eigen_solver="randomized", random_state=0),
-    PolynomialFeatureMap(),
-    RandomFourierFeatures(n_components=8, random_state=0),
-    RandomFourierFeatures(kernel=RBF() + Laplacian(), n_components=8, variant="phase", random_state=0),
-    Nystroem(n_components=5, random_state=0),
-    Nystroem(kernel="poly", n_components=5, landmarks="kmeans++", method="cholesky", random_state=0),
-    LandmarkFeatures(n_components=5, random_state=0),
-    IncompleteCholesky(n_components=5),
-    IncompleteCholesky(n_components=5, rule="greedy", random_state=0),
-    NystroemKernelRidge(random_state=0),
-    NystroemKernelRidge(centers="leverage", dtype="float64", random_state=0),
-    NystroemKernelRidgeClassifier(random_state=0),
-    RandomFeatureRidge(n_components=20, random_state=0),
-]
+from mercer.models import ESTIMATORS
 
-# Centres are sampled among the training rows, so repeating a row (instead of weighting it)
-# changes which centres are drawn: the two fits are different Nyström models.
-_SAMPLED_CENTRES = {
-    "check_sample_weight_equivalence_on_dense_data": "centres are sampled among the rows",
-    "check_sample_weight_equivalence_on_sparse_data": "centres are sampled among the rows",
-}
+_BY_NAME = {entry.name: entry for entry in ESTIMATORS}
 
 
-# float32 tiles (the Nyström default): a GEMM's rounding depends on the batch shape, so
-# predictions on a subset differ from the full batch at ~1e-7, the check's tolerance.
-_FLOAT32 = {"check_methods_subset_invariance": "float32 tiles: batch-dependent rounding at 1e-7"}
+def _category(dotted: str) -> type:
+    module, _, name = dotted.rpartition(".")
+    return getattr(importlib.import_module(module), name)
 
 
-def _expected_failures(estimator):
-    if isinstance(estimator, (NystroemKernelRidge, NystroemKernelRidgeClassifier)):
-        return {**_SAMPLED_CENTRES, **(_FLOAT32 if estimator.dtype == "float32" else {})}
-    return {}
+def _cases() -> list:
+    """(estimator, check) for every example of every registered estimator, as
+    ``parametrize_with_checks`` makes them (expected failures marked xfail), slow ones marked."""
+    cases = []
+    for entry in ESTIMATORS:
+        cls = entry.load()
+        for example in entry.examples:
+            marks = (pytest.mark.slow,) if example.slow else ()
+            failed = {**entry.expected_failed_checks, **example.expected_failed_checks}
+            for case in estimator_checks_generator(cls(**example.kwargs()), legacy=True, mark="xfail",
+                                                   expected_failed_checks=failed):
+                values, case_marks = (case.values, tuple(case.marks)) if hasattr(case, "marks") else (case, ())
+                cases.append(pytest.param(*values, marks=case_marks + marks))
+    return cases
 
 
-@parametrize_with_checks(ESTIMATORS, expected_failed_checks=_expected_failures)
+@pytest.mark.parametrize("estimator, check", _cases(), ids=_get_check_estimator_ids)
 def test_sklearn_contract(estimator, check):
-    check(estimator)
+    with warnings.catch_warnings():
+        for dotted in _BY_NAME[type(estimator).__name__].quiet:
+            warnings.simplefilter("ignore", _category(dotted))
+        check(estimator)

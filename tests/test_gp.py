@@ -14,7 +14,6 @@ from sklearn.gaussian_process.kernels import RBF as SkRBF
 from sklearn.gaussian_process.kernels import ConstantKernel as SkC
 from sklearn.gaussian_process.kernels import Matern as SkMatern
 from sklearn.gaussian_process.kernels import WhiteKernel
-from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from mercer.kernels import RBF, Laplacian, Linear, Matern, Sigmoid
 from mercer.kernels._columns import Columns
@@ -60,17 +59,6 @@ PAIRS = [
     (2.0 * Matern(nu=2.5, length_scale=1.4), SkC(2.0) * SkMatern(1.4, nu=2.5)),
     (RBF(sigma=0.6) + 0.5 * RBF(sigma=3.0), SkRBF(0.6) + SkC(0.5) * SkRBF(3.0)),
 ]
-
-
-@parametrize_with_checks([
-    GaussianProcessRegressor(optimizer=None),
-    GaussianProcessRegressor(max_iter=5, random_state=0),
-    SparseGPRegressor(n_inducing=8, max_iter=5, random_state=0),
-])
-def test_sklearn_contract(estimator, check):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        check(estimator)
 
 
 @pytest.mark.parametrize("pair", PAIRS, ids=lambda p: repr(p[1]))

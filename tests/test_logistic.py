@@ -9,7 +9,6 @@ import torch
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.kernel_approximation import Nystroem
 from sklearn.linear_model import LogisticRegression
-from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from mercer.approx import PolynomialFeatureMap
 from mercer.datasets import make_circle_separable
@@ -18,18 +17,6 @@ from mercer.linalg import MemoryBudgetError
 from mercer.models.linear import KernelLogisticRegression
 
 from conftest import cuda, readonly
-
-
-@parametrize_with_checks([KernelLogisticRegression()])
-def test_sklearn_contract(estimator, check):
-    check(estimator)
-
-
-@pytest.mark.slow
-@parametrize_with_checks([KernelLogisticRegression(solver="nystroem", n_components=20, random_state=0),
-                          KernelLogisticRegression(kernel="poly", degree=2, C=0.3, class_weight="balanced")])
-def test_sklearn_contract_variants(estimator, check):
-    check(estimator)
 
 
 def sk_logistic(C, **kw):

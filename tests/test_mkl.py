@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
 import pytest
 import scipy.optimize
 import torch
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from mercer.kernels import RBF, Intersection, Linear, Polynomial, encode_sets
 from mercer.kernels._columns import Columns
@@ -43,14 +40,6 @@ def two_groups(n=500, seed=0):
 
 GROUP_KERNELS = ([Columns(RBF(gamma=g), [0, 1, 2]) for g in (0.1, 1.0, 10.0)]
                  + [Columns(RBF(gamma=g), [3, 4, 5]) for g in (2.5e-4, 2.5e-3, 2.5e-2)])
-
-
-@parametrize_with_checks([MKLRegressor(), MKLRegressor(n_components=20, random_state=0), MKLClassifier(),
-                          MKLClassifier(method="alignf")])
-def test_sklearn_contract(estimator, check):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        check(estimator)
 
 
 def dense_stats(kernels, X, Y):

@@ -9,7 +9,6 @@ import pytest
 import torch
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import Perceptron
-from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from mercer.approx import PolynomialFeatureMap
 from mercer.datasets import make_circle_separable
@@ -17,28 +16,6 @@ from mercer.kernels import RBF, Polynomial
 from mercer.models.linear import KernelPerceptron
 
 from conftest import cuda, readonly
-
-#: A sequential algorithm: weight 2 is not the same as visiting a sample twice in a row.
-EXPECTED_FAILED = {
-    "check_sample_weight_equivalence_on_dense_data": "the perceptron is sequential: a weight is not a repetition",
-    "check_sample_weight_equivalence_on_sparse_data": "the perceptron is sequential: a weight is not a repetition",
-}
-
-
-@parametrize_with_checks([KernelPerceptron(random_state=0)], expected_failed_checks=lambda est: EXPECTED_FAILED)
-def test_sklearn_contract(estimator, check):
-    check(estimator)
-
-
-@pytest.mark.slow
-@parametrize_with_checks(
-    [KernelPerceptron(multi_class="multinomial", averaged=True, random_state=0),
-     KernelPerceptron(kernel="poly", degree=2, budget=30, budget_policy="smallest", random_state=0)],
-    expected_failed_checks=lambda est: EXPECTED_FAILED,
-)
-def test_sklearn_contract_variants(estimator, check):
-    check(estimator)
-
 
 # -- references --------------------------------------------------------------------------------
 def primal_perceptron(Z, Y, epochs, *, intercept=True, averaged=False, steps=None):

@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 import torch
 from sklearn.kernel_approximation import PolynomialCountSketch
-from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from mercer.approx._sketch import RandomMaclaurin, TensorSketch
 from mercer.kernels import RBF, Linear, Polynomial, Quadratic
@@ -222,9 +221,3 @@ def test_bad_data(cls):
         t.transform(points(d=5))
     with pytest.raises(ValueError, match="NaN"):
         t.transform(torch.as_tensor(X))
-
-
-@parametrize_with_checks([TensorSketch(n_components=10), RandomMaclaurin(n_components=10, random_state=0),
-                          TensorSketch(kernel=Polynomial(degree=3, gamma=0.5), n_components=8, random_state=0)])
-def test_sklearn_contract(estimator, check):
-    check(estimator)

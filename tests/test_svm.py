@@ -9,7 +9,6 @@ import pytest
 import scipy.optimize
 import torch
 from sklearn.svm import SVC
-from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from mercer.kernels import RBF, Intersection, Linear, Polynomial, encode_sets
 from mercer.linalg import NumericalWarning
@@ -489,37 +488,6 @@ def test_cuda_matches_cpu(breast_cancer):
     assert d.device.type == "cuda" and np.abs(d.cpu().numpy() - cpu.decision_function(X)).max() < 1e-6
     BudgetSVC(n_vectors=10, max_iter=5, device="cuda").fit(X, y).predict(X)
     ReducedSetSVC.from_svc(cpu, 10).predict(X)
-
-
-# -- scikit-learn contract -------------------------------------------------------------------------
-_SW = "sample_weight is not equivalent to removing/repeating samples (SMO stops at tol), as scikit-learn's SVC"
-_XFAIL = {"check_sample_weight_equivalence_on_dense_data": _SW, "check_sample_weight_equivalence_on_sparse_data": _SW}
-_SW_BUDGET = "the k-means initialisation of the learnt vectors sees repeated samples (non-convex problem)"
-_XFAIL_BUDGET = {"check_sample_weight_equivalence_on_dense_data": _SW_BUDGET,
-                 "check_sample_weight_equivalence_on_sparse_data": _SW_BUDGET}
-
-
-def _xfail(est):
-    return _XFAIL if isinstance(est, KernelSVC) else _XFAIL_BUDGET
-
-
-@parametrize_with_checks(
-    [KernelSVC(), ReducedSetSVC(n_vectors=0.5, random_state=0), BudgetSVC(n_vectors=10, max_iter=20, random_state=0)],
-    expected_failed_checks=_xfail,
-)
-def test_sklearn_contract(estimator, check):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", NumericalWarning)
-        check(estimator)
-
-
-@pytest.mark.slow
-@parametrize_with_checks([KernelSVC(probability=True, random_state=0), KernelSVC(multiclass="ovr", shrinking=False)],
-                         expected_failed_checks=_xfail)
-def test_sklearn_contract_probability_and_ovr(estimator, check):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", NumericalWarning)
-        check(estimator)
 
 
 # -- issue 12: scikit-learn behaviours found by its own test suite ---------------------------------

@@ -11,6 +11,7 @@ torch nor scikit-learn, so the ``mercer`` command (a subpackage) answers ``--hel
 
 from typing import TYPE_CHECKING
 
+from . import models as _models  # its package module only: the registry, no estimator (PEP 562)
 from ._threads import apply_openmp_wait_policy
 
 __version__ = "0.1.0"
@@ -22,21 +23,15 @@ _SUBMODULES = ("approx", "kernels", "linalg", "models")
 #: submodules imported on first use (``mercer.io.save``) and not in ``__all__`` (``from mercer import *``
 #: must not shadow the standard library's ``io``); ``mercer.distributed`` needs dask: import it by name
 _LAZY_SUBMODULES = ("datasets", "io", "kmeans", "plotting", "sources")
-#: every estimator of ``mercer.models.__all__``, also as ``mercer.<Name>`` (tests/test_import_time.py
-#: checks that the two lists agree)
-_MODELS = (
-    "ApproximateKernelPCA", "BudgetSVC", "GaussianProcessRegressor", "KMeans", "KernelAgglomerative", "KernelKMeans",
-    "KernelKNeighborsClassifier", "KernelKNeighborsRegressor", "KernelLogisticRegression", "KernelPCA",
-    "KernelPerceptron", "KernelRadiusNeighborsClassifier", "KernelRadiusNeighborsRegressor", "KernelRidge",
-    "KernelRidgeCV", "KernelRidgeClassifier", "KernelSVC", "MKLClassifier", "MKLRegressor", "NystroemKernelRidge",
-    "NystroemKernelRidgeClassifier", "RandomFeatureRidge", "ReducedSetSVC", "SketchedKernelRidge",
-    "SparseGPRegressor", "plot_dendrogram",
-)
+#: every estimator of ``mercer.models.__all__``, also as ``mercer.<Name>``; the feature maps of
+#: ``mercer.approx`` as ``mercer.<Name>`` too: both from the registry (``mercer.models._registry``,
+#: plain data: importing it imports neither torch nor scikit-learn)
+_MODELS = tuple(_models.__all__)
+_APPROX = tuple(sorted(e.name for e in _models.ESTIMATORS if e.module == f"{__name__}.approx"))
 #: public name -> the submodule that defines it
 _ORIGIN = {
     **dict.fromkeys(_MODELS, "models"),
-    **dict.fromkeys(("IncompleteCholesky", "LandmarkFeatures", "Nystroem", "PolynomialFeatureMap",
-                     "RandomFourierFeatures", "RandomMaclaurin", "TensorSketch"), "approx"),
+    **dict.fromkeys(_APPROX, "approx"),
     **dict.fromkeys(("Config", "config_context", "get_config", "set_config"), "_config"),
     "progress": "_progress",
 }
@@ -66,6 +61,5 @@ def __dir__():
     return sorted(set(globals()) | set(_SUBMODULES) | set(_LAZY_SUBMODULES) | set(_ORIGIN))
 
 
-__all__ = [*_MODELS, "Config", "IncompleteCholesky", "LandmarkFeatures", "Nystroem", "PolynomialFeatureMap",
-           "RandomFourierFeatures", "RandomMaclaurin", "TensorSketch", "models", "__version__", "approx",
-           "config_context", "get_config", "kernels", "linalg", "progress", "set_config"]
+__all__ = [*_MODELS, *_APPROX, "Config", "models", "__version__", "approx", "config_context", "get_config", "kernels",
+           "linalg", "progress", "set_config"]

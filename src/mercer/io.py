@@ -36,7 +36,7 @@ model" pipeline saves and loads without pickle. Parameters that hold code or tou
 (``func``, ``inverse_func``, ``memory``) must be None.
 
 Loading never executes code from the file: the class name is looked up among mercer's public
-estimator classes (``mercer.models.__all__`` and ``mercer.approx.__all__``) or the scikit-learn
+estimator classes (the registry, ``mercer.models.ESTIMATORS``) or the scikit-learn
 allow-list, every state attribute
 must be a plain data name the class saves by the rules above (an undeclared one is refused), and
 every value is rebuilt by a known constructor.
@@ -67,10 +67,9 @@ import zlib
 import numpy as np
 import sklearn
 import torch
-from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
-from . import __version__, approx, kernels, models
+from . import __version__, kernels, models
 from ._backend import resolve_device
 from ._config import get_config
 
@@ -130,14 +129,8 @@ def _sklearn_name(v) -> str | None:
 @functools.cache
 def _estimator_classes() -> dict:
     """Loadable classes, name -> class: the public estimators of :mod:`mercer.models` and
-    :mod:`mercer.approx` (the scikit-learn estimators named in their ``__all__``)."""
-    out = {}
-    for package in (models, approx):
-        for name in package.__all__:
-            obj = getattr(package, name)
-            if isinstance(obj, type) and issubclass(obj, BaseEstimator):
-                out[name] = obj
-    return out
+    :mod:`mercer.approx`, as the registry lists them (``mercer.models.ESTIMATORS``)."""
+    return {entry.name: entry.load() for entry in models.ESTIMATORS}
 
 
 def loadable_estimators() -> list[str]:

@@ -1,9 +1,9 @@
 """The options of every ``mercer`` command, declared with the standard library only.
 
 ``mercer --help``, ``mercer <command> --help`` and ``mercer --version`` build the whole parser from
-this module and :mod:`._main`, so they start without importing numpy, torch, scikit-learn or
-numba (``tests/test_import_time.py`` checks it); the modules that run a command import those when
-it runs.
+this module, :mod:`._main` and the estimator registry (plain data), so they start without
+importing numpy, torch, scikit-learn or numba (``tests/test_import_time.py`` checks it); the
+modules that run a command import those when it runs.
 """
 
 from __future__ import annotations
@@ -11,15 +11,16 @@ from __future__ import annotations
 import argparse
 import re
 
+from ..models import ESTIMATORS
+
 __all__ = ["KINDS", "MODELS", "add_compute_arguments", "add_data_arguments", "add_demo_arguments",
            "add_evaluate_arguments", "add_fit_arguments", "add_model_arguments", "add_plot_arguments",
            "add_predict_arguments", "add_tune_arguments", "fraction", "memory_size", "positive_float",
            "positive_int"]
 
-#: ``--model`` of fit, evaluate and tune -> the estimator it builds
-MODELS = {"ridge": "KernelRidge", "ridge-classifier": "KernelRidgeClassifier", "kpca": "KernelPCA",
-          "nystroem-ridge": "NystroemKernelRidge", "nystroem-classifier": "NystroemKernelRidgeClassifier",
-          "svc": "KernelSVC"}
+#: ``--model`` of fit, evaluate and tune -> the estimator it builds: the registry's ``cli`` names
+#: (``mercer.models`` is plain data until an estimator is looked up: nothing heavy is imported)
+MODELS = {entry.cli: entry.name for entry in ESTIMATORS if entry.cli is not None}
 
 #: ``mercer plot KIND``: kind -> (needs --model, needs --target, what it draws)
 KINDS = {
