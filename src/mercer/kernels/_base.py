@@ -81,7 +81,7 @@ def _as_tensor(X, like: torch.Tensor | None = None) -> torch.Tensor:
 
 def _take(X: torch.Tensor, s: slice) -> torch.Tensor:
     """``X[s]``, or ``X`` itself when the slice covers it (keeps the tensor's identity, which the
-    RBF kernel's cache of augmented rows is keyed on)."""
+    RBF kernel's small-batch cache of the stored points' norms is keyed on)."""
     if s.step in (None, 1) and (s.start or 0) == 0 and (s.stop is None or s.stop >= X.shape[0]):
         return X
     return X[s]
