@@ -4,19 +4,31 @@ Every benchmark measures mercer and its reference in the same run. Memory is mea
 peak resident set size (RSS) of a fresh process per measurement (:func:`run_isolated`), because
 ``ru_maxrss`` only ever grows within a process.
 
-Import from a script in this folder with ``from _common import ...`` (the script's folder is
-on ``sys.path`` when it is run as ``python benchmarks/<script>.py``).
+Scripts live in ``suites/`` (mercer against its peers), ``probes/`` (the measurement behind one
+constant of src/mercer), ``experiments/`` (one-off experiments behind a decision record in
+docs/decisions/) and ``tools/``; each puts this folder on ``sys.path`` and imports
+``from _common import ...``.
+
+The suites share one command line (:func:`suite_parser`): ``--quick``, ``--out DIR`` (default
+``benchmarks/results/<suite>/``: ``latest.json`` and ``latest.md``; ``--quick`` writes ``quick.*``,
+``--tag T`` writes ``history/T.*``), ``--refs`` (which peers to run), and the data folders, from
+arguments or environment variables (``MERCER_UCI_DIR``, ``MERCER_FASHION_MNIST_DIR``,
+``FALKON_PYTHON``), never a machine's path: missing data or peers are skipped with a message.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import logging
+import math
 import multiprocessing as mp
 import os
 import platform
 import resource
+import shlex
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -26,10 +38,15 @@ from typing import Any, NamedTuple
 __all__ = [
     "Isolated", "Timer", "best_time", "current_rss_bytes", "peak_rss_bytes", "run_isolated",
     "markdown_table", "machine_info", "load_average", "git_state", "write_json", "fmt_bytes", "RESULTS_DIR",
+    "BENCH_DIR", "ROOT", "SkipSuite", "suite_parser", "parse_suite_args", "result_paths", "write_results", "previous_parts",
+    "command_line", "uci_dir", "require_uci", "fashion_mnist_dir", "falkon_python", "synthetic", "skip",
 ]
 
-#: Where benchmark scripts write their JSON results.
-RESULTS_DIR = Path(__file__).resolve().parent / "results"
+#: This folder (benchmarks/) and the repository's root.
+BENCH_DIR = Path(__file__).resolve().parent
+ROOT = BENCH_DIR.parent
+#: Where benchmark scripts write their results: ``results/<suite>/latest.{json,md}``.
+RESULTS_DIR = BENCH_DIR / "results"
 
 log = logging.getLogger(__name__)
 
@@ -208,3 +225,170 @@ def git_state(paths: Sequence[str] = ("src",)) -> str:
     commit = git("rev-parse", "--short", "HEAD").strip() or "unknown commit"
     dirty = [line[3:] for line in git("status", "--porcelain", "--", *paths).splitlines()]
     return f"{commit}" + (f" + uncommitted changes in {', '.join(dirty)}" if dirty else " (clean)")
+
+
+# -- data ---------------------------------------------------------------------------------------
+def synthetic(n: int, d: int, seed: int = 0):
+    """The synthetic regression of the Nyström suites: X ~ N(0, I_d) in float32,
+    y = sin(2 p1) + 0.5 cos(p2) p3 + 0.1 noise for three fixed random projections p (float64)."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((n, d)).astype(np.float32)
+    w = np.random.default_rng(123).standard_normal((d, 3)) / math.sqrt(d)
+    P = X @ w
+    y = np.sin(2 * P[:, 0]) + 0.5 * np.cos(P[:, 1]) * P[:, 2] + 0.1 * rng.standard_normal(n)
+    return X, y.astype(np.float64)
+
+
+def _env_path(name: str) -> Path | None:
+    value = os.environ.get(name, "").strip()
+    return Path(value).expanduser() if value else None
+
+
+def uci_dir() -> Path | None:
+    """The UCI regression sets' folder (``<dir>/<name>/data.csv.gz``): ``$MERCER_UCI_DIR``, or None.
+
+    Suites' ``--uci-dir`` sets the variable, so that child processes see the same folder."""
+    path = _env_path("MERCER_UCI_DIR")
+    return path if path is not None and path.is_dir() else None
+
+
+def require_uci(what: str = "this part") -> Path | None:
+    """:func:`uci_dir`, or None after printing why ``what`` is skipped."""
+    path = uci_dir()
+    if path is None:
+        skip(f"{what}: UCI data not found (set MERCER_UCI_DIR or --uci-dir to the folder of pol/, kin40k/, ...)")
+    return path
+
+
+def fashion_mnist_dir() -> str | None:
+    """Fashion-MNIST's IDX folder: ``$MERCER_FASHION_MNIST_DIR``, else None (the loader's default, the
+    Debian package ``dataset-fashion-mnist``)."""
+    path = _env_path("MERCER_FASHION_MNIST_DIR")
+    return str(path) if path is not None else None
+
+
+def falkon_python() -> str | None:
+    """An interpreter that can ``import falkon`` (``$FALKON_PYTHON``), else None (FALKON is skipped)."""
+    path = os.environ.get("FALKON_PYTHON", "").strip()
+    return path or None
+
+
+def skip(message: str) -> None:
+    """Say on stderr that something is skipped (missing data or peer): one line, no traceback."""
+    print(f"skipped: {message}", file=sys.stderr, flush=True)
+
+
+class SkipSuite(SystemExit):
+    """Raised when a suite has nothing it can run (its data or peers are all missing): exit status 0."""
+
+    def __init__(self, message: str):
+        skip(message)
+        super().__init__(0)
+
+
+# -- the suites' command line --------------------------------------------------------------------
+def _ref_list(choices: Sequence[str]):
+    def parse(text: str) -> tuple[str, ...]:
+        names = tuple(dict.fromkeys(x.strip() for x in text.split(",") if x.strip()))
+        if names in (("none",), ()):
+            return ()
+        if names == ("all",):
+            return tuple(choices)
+        unknown = [x for x in names if x not in choices]
+        if unknown:
+            raise argparse.ArgumentTypeError(f"unknown reference(s) {', '.join(unknown)}; choose from "
+                                             f"{', '.join(choices)} (or all / none)")
+        return names
+    return parse
+
+
+def suite_parser(suite: str, doc: str | None, *, refs: Sequence[str] = (), data: Sequence[str] = (),
+                 quick: str = "a small run (seconds to a minute)", refs_required: bool = False,
+                 **kwargs) -> argparse.ArgumentParser:
+    """The command line every suite shares; the suite adds its own options to the parser returned.
+
+    ``refs``: the peers the suite can run (``--refs a,b``; default all, ``none`` for mercer alone).
+    ``data``: which data folders it reads: ``"uci"`` (``--uci-dir``, ``$MERCER_UCI_DIR``),
+    ``"fashion"`` (``--fashion-mnist-dir``, ``$MERCER_FASHION_MNIST_DIR``); ``"falkon"`` in refs adds
+    ``--falkon-python`` (``$FALKON_PYTHON``). ``refs_required``: every row is relative to the
+    references (their error or time), so ``--refs`` cannot leave them out. Parse with
+    :func:`parse_suite_args`.
+    """
+    p = argparse.ArgumentParser(prog=f"benchmarks/suites/{suite}.py", description=doc,
+                                formatter_class=argparse.RawDescriptionHelpFormatter, **kwargs)
+    g = p.add_argument_group("common to every suite")
+    g.add_argument("--quick", action="store_true", help=quick)
+    g.add_argument("--out", type=Path, default=RESULTS_DIR / suite, metavar="DIR",
+                   help=f"results folder (default benchmarks/results/{suite}/): latest.json and latest.md, "
+                        "quick.* with --quick, history/TAG.* with --tag")
+    g.add_argument("--tag", default="", help="write DIR/history/TAG.{json,md} instead (keeps latest)")
+    g.add_argument("--refs", type=_ref_list(refs), default=tuple(refs), metavar="A,B",
+                   help=f"references to run: {', '.join(refs) or 'none'} (default: all; 'none': mercer only)")
+    if "uci" in data:
+        g.add_argument("--uci-dir", type=Path, default=_env_path("MERCER_UCI_DIR"),
+                       help="folder of the UCI sets (default $MERCER_UCI_DIR; absent: skipped)")
+    if "fashion" in data:
+        g.add_argument("--fashion-mnist-dir", default=fashion_mnist_dir(),
+                       help="Fashion-MNIST IDX folder (default $MERCER_FASHION_MNIST_DIR, else the Debian "
+                            "package dataset-fashion-mnist; absent: skipped)")
+    if "falkon" in refs:
+        g.add_argument("--falkon-python", default=falkon_python(),
+                       help="interpreter with FALKON installed (default $FALKON_PYTHON; absent: skipped)")
+    p.set_defaults(suite=suite)
+    p.refs_required = tuple(refs) if refs_required else ()
+    return p
+
+
+def parse_suite_args(parser: argparse.ArgumentParser, argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """Parse, then export the data folders as environment variables (child processes see them)."""
+    args = parser.parse_args(argv)
+    missing = [r for r in getattr(parser, "refs_required", ()) if r not in args.refs]
+    if missing:
+        parser.error(f"every row of this suite is relative to {', '.join(missing)}: --refs must include it")
+    for attr, var in (("uci_dir", "MERCER_UCI_DIR"), ("fashion_mnist_dir", "MERCER_FASHION_MNIST_DIR"),
+                      ("falkon_python", "FALKON_PYTHON")):
+        value = getattr(args, attr, None)
+        if value:
+            os.environ[var] = str(value)
+    return args
+
+
+def command_line(argv: Sequence[str] | None = None) -> str:
+    """The command that ran this script, from the repository root (as it can be pasted)."""
+    argv = list(sys.argv if argv is None else argv)
+    script = Path(argv[0]).resolve()
+    try:
+        script_text = str(script.relative_to(ROOT))
+    except ValueError:
+        script_text = argv[0]
+    return shlex.join(["python", script_text, *argv[1:]])
+
+
+def result_paths(args: argparse.Namespace) -> tuple[Path, Path]:
+    """``(json, md)`` paths of this run: ``latest``, ``quick`` (``--quick``) or ``history/TAG``."""
+    out = Path(args.out)
+    stem = out / "history" / args.tag if args.tag else out / ("quick" if args.quick else "latest")
+    return stem.with_suffix(".json"), stem.with_suffix(".md")
+
+
+def previous_parts(args: argparse.Namespace) -> dict:
+    """The ``parts`` of this run's result file as it is now (a suite of several parts replaces the
+    parts it runs and keeps the latest result of the others)."""
+    json_path, _ = result_paths(args)
+    try:
+        return dict(json.loads(json_path.read_text()).get("parts", {}))
+    except (OSError, ValueError):
+        return {}
+
+
+def write_results(args: argparse.Namespace, result: dict, markdown: str, *, title: str | None = None) -> Path:
+    """Write the run's JSON and markdown (the command line at the top of both); return the md path."""
+    json_path, md_path = result_paths(args)
+    cmd = command_line()
+    write_json(json_path, {"command": cmd, "suite": getattr(args, "suite", None), **result})
+    head = f"# {title or args.suite}\n\nCommand (from the repository root): `{cmd}`\n\n"
+    md_path.write_text(head + markdown.rstrip("\n") + "\n")
+    print(f"results: {json_path} and {md_path.name}", file=sys.stderr)
+    return md_path

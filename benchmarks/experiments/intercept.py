@@ -1,7 +1,7 @@
-"""Test RMSE of Nyström kernel ridge with and without an intercept, against scikit-learn's
+"""Experiment behind docs/decisions/0003-nystroem-intercept.md. Test RMSE of Nyström kernel ridge with and without an intercept, against scikit-learn's
 ``make_pipeline(Nystroem(gamma, n_components=M), Ridge(alpha))``, on the seven UCI sets.
 
-An accuracy comparison, not a timing. Per set (split ``--split`` of ``../shared/data/uci``): the
+An accuracy comparison, not a timing. Per set (split ``--split`` of ``$MERCER_UCI_DIR``): the
 inputs are standardised with the training set's mean and standard deviation (a user's
 ``StandardScaler``), the target is left as it is. Same kernel (RBF), ``gamma`` (default 1 / d,
 scikit-learn's ``Nystroem`` default), ``alpha`` (default 1.0, ``Ridge``'s default) and ``M``.
@@ -24,7 +24,7 @@ minimises ``||y - Phi w - b||^2 + alpha ||w||^2``; with ``w = K_MM^{1/2} beta`` 
   picks: direct up to 1050 + 16.5 d centres, CG above).
 
 RMSE is averaged over ``--seeds`` seeds (the centres' draw). Run:
-``python benchmarks/bench_intercept.py [--M 1000] [--seeds 3] [--sets pol,elevators]``.
+``python benchmarks/experiments/intercept.py [--M 1000] [--seeds 3] [--sets pol,elevators]``.
 
 ``--small-alpha`` runs instead the case where the former rank-one centring made CG break down:
 standardised protein, M = 2,000, alpha = 1e-6 n, gamma = 0.1, float32 tiles (CG), with and without
@@ -39,10 +39,9 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import markdown_table  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from _common import markdown_table, uci_dir  # noqa: E402
 
-UCI = Path(__file__).resolve().parents[2] / "shared" / "data" / "uci"
 SETS = ["pol", "elevators", "bike", "kin40k", "protein", "keggdirected", "keggundirected"]
 
 
@@ -58,7 +57,7 @@ def one_set(name: str, args) -> dict:
     from mercer.datasets import load_uci
     from mercer.models import NystroemKernelRidge
 
-    Xtr, ytr, Xte, yte = load_uci(name, UCI, split=args.split)
+    Xtr, ytr, Xte, yte = load_uci(name, uci_dir(), split=args.split)
     mu, sd = Xtr.mean(0), Xtr.std(0)
     sd[sd == 0] = 1.0
     Xtr, Xte = (Xtr - mu) / sd, (Xte - mu) / sd
@@ -97,7 +96,7 @@ def small_alpha(args) -> list[dict]:
     from mercer.datasets import load_uci
     from mercer.models import NystroemKernelRidge
 
-    Xtr, ytr, Xte, yte = load_uci("protein", UCI, split=args.split)
+    Xtr, ytr, Xte, yte = load_uci("protein", uci_dir(), split=args.split)
     mu, sd = Xtr.mean(0), Xtr.std(0)
     Xtr, Xte = (Xtr - mu) / sd, (Xte - mu) / sd
     rows = []
@@ -126,8 +125,8 @@ def main(argv=None) -> None:
     p.add_argument("--sets", default=",".join(SETS))
     p.add_argument("--small-alpha", action="store_true", help="the protein case at alpha = 1e-6 n (see above)")
     args = p.parse_args(argv)
-    if not UCI.is_dir():
-        print(f"skipped: {UCI} not found")
+    if uci_dir() is None:
+        print("skipped: UCI data not found (set MERCER_UCI_DIR)")
         return
     if args.small_alpha:
         print("Standardised protein, M = 2,000, alpha = 1e-6 n, gamma = 0.1, float32 tiles, CG\n")

@@ -1,8 +1,12 @@
-"""Scratch timing of mercer.linalg.top_eigenpairs against ARPACK (scipy eigsh) on RBF Gram matrices.
+"""Probe of ``AUTO_DENSE_MAX_N`` (mercer/linalg/_eig.py): mercer.linalg.top_eigenpairs against ARPACK
+(scipy eigsh) on RBF Gram matrices, and dense LAPACK against Lanczos for small n (``method="auto"``'s
+crossover). What was measured and decided: docs/decisions/0001-eigensolver-auto-dense-crossover.md.
 
-    python benchmarks/scratch_eig_timing.py [--sizes 2000 5000 10000] [--repeats 3] [--threads 2]
+    python benchmarks/probes/probe_auto_dense_max_n.py [--sizes 2000 5000 10000] [--repeats 3] [--threads 2]
+    python benchmarks/probes/probe_auto_dense_max_n.py --quick     # n = 1000; crossover at 200, 500, 1000
 
-Data: the UCI "pol" set from ../shared/data (standardised, 26 inputs), RBF with
+Data: the UCI "pol" set from ``$MERCER_UCI_DIR`` (standardised, 26 inputs; absent: a synthetic
+stand-in of the same dimension, and the output says so), RBF with
 gamma = 1 / n_features (scikit-learn's default), Gram computed once per size; K_c = H K H is what
 KernelPCA decomposes. For every size it prints the best of ``--repeats`` interleaved runs of:
 
@@ -22,6 +26,7 @@ from __future__ import annotations
 import argparse
 import os
 import pathlib
+import sys
 import time
 
 import numpy as np
@@ -30,14 +35,21 @@ from scipy.sparse.linalg import LinearOperator, eigsh
 
 from mercer.linalg import top_eigenpairs
 
-DATA = pathlib.Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "uci" / "pol" / "data.csv.gz"
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+from _common import uci_dir  # noqa: E402
+
+
+def _data_file() -> pathlib.Path | None:
+    root = uci_dir()
+    return None if root is None else root / "pol" / "data.csv.gz"
 
 
 def load(n: int) -> np.ndarray:
-    if DATA.exists():
-        X = np.loadtxt(DATA, delimiter=",")[:, :-1]
+    data = _data_file()
+    if data is not None and data.exists():
+        X = np.loadtxt(data, delimiter=",")[:, :-1]
     else:  # synthetic stand-in with a similar dimension
-        print("(shared/data not found: synthetic data)")
+        print("(UCI pol not found, MERCER_UCI_DIR unset or wrong: synthetic data)")
         rng = np.random.default_rng(0)
         X = rng.standard_normal((15000, 5)) @ rng.standard_normal((5, 26)) + 0.3 * rng.standard_normal((15000, 26))
     X = X[np.random.default_rng(0).choice(len(X), n, replace=False)]
@@ -78,14 +90,17 @@ def best_of(fn, repeats):
     return best, out
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--sizes", type=int, nargs="+", default=[2000, 5000, 10000])
-    ap.add_argument("--small", type=int, nargs="*", default=[200, 500, 1000, 2000])
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="n = 1000; the crossover at 200, 500, 1000")
+    ap.add_argument("--sizes", type=int, nargs="+", default=None, help="default 2000 5000 10000")
+    ap.add_argument("--small", type=int, nargs="*", default=None, help="default 200 500 1000 2000")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--sklearn", action="store_true", help="also time sklearn KernelPCA(arpack).fit")
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
+    args.sizes = args.sizes or ([1000] if args.quick else [2000, 5000, 10000])
+    args.small = args.small if args.small is not None else ([200, 500, 1000] if args.quick else [200, 500, 1000, 2000])
     if args.threads:
         import threadpoolctl
         torch.set_num_threads(args.threads)

@@ -1,4 +1,6 @@
-"""Benchmark: the blocked kernel product ``K(X, X) @ v`` against this machine's GEMM rate.
+"""Probe of ``MAX_TILE_BYTES`` (mercer/linalg/_blocking.py): the blocked kernel product ``K(X, X) @ v``
+against this machine's GEMM rate, at the default tile cap and at the caps of ``--tile-caps-mib``
+(default 32 and 256 MiB and none: either side of the constant's 128 MiB).
 
 What is measured, in one run:
 
@@ -20,12 +22,12 @@ What is measured, in one run:
 
 Run (from the repository root)::
 
-    .venv/bin/python benchmarks/bench_operator.py --quick       # n = 100,000 only, ~1 min
-    .venv/bin/python benchmarks/bench_operator.py               # adds n = 1,000,000 (long)
-    .venv/bin/python benchmarks/bench_operator.py --n 300000 --budget-gib 1
+    .venv/bin/python benchmarks/probes/probe_max_tile_bytes.py --quick       # n = 100,000 only, ~1 min
+    .venv/bin/python benchmarks/probes/probe_max_tile_bytes.py               # adds n = 1,000,000 (long)
+    .venv/bin/python benchmarks/probes/probe_max_tile_bytes.py --n 300000 --budget-gib 1
 
-The tables go to stdout, progress to stderr (logging), results to ``benchmarks/results/``
-(``operator.json``, or ``operator_quick.json`` with ``--quick``).
+The tables go to stdout, progress to stderr (logging), results to
+``benchmarks/results/probes/max_tile_bytes/`` (``latest.json``, or ``quick.json`` with ``--quick``).
 """
 
 from __future__ import annotations
@@ -33,11 +35,13 @@ from __future__ import annotations
 import argparse
 import logging
 import sys
+from pathlib import Path
 
-from _common import (RESULTS_DIR, Timer, best_time, current_rss_bytes, fmt_bytes, git_state, load_average,
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from _common import (RESULTS_DIR,  # noqa: E402 Timer, best_time, current_rss_bytes, fmt_bytes, git_state, load_average,
                      machine_info, markdown_table, peak_rss_bytes, run_isolated, write_json)
 
-log = logging.getLogger("bench_operator")
+log = logging.getLogger("probe_max_tile_bytes")
 
 D = 28
 SMALL_N = 100_000
@@ -251,7 +255,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--quick", action="store_true", help=f"only n = {SMALL_N:,} (the sanity row and naive comparison)")
     p.add_argument("--budget-gib", type=float, default=2.0, help="KernelOperator memory_budget in GiB (default 2)")
     p.add_argument("--small-n", type=int, default=SMALL_N, help=f"points of the small run (default {SMALL_N:,})")
-    p.add_argument("--tile-caps-mib", type=float, nargs="*", default=[],
+    p.add_argument("--tile-caps-mib", type=float, nargs="*", default=[32, 256, 0],
                    help="extra mercer rows (at each n) with the planner's max_tile_bytes set to each cap "
                         "(MiB; 0 = no cap, tiles limited by the budget only)")
     p.add_argument("--large-rows", type=int, default=0,
@@ -260,7 +264,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--naive-chunk", type=int, default=NAIVE_CHUNK, help="rows per rbf_kernel call of the naive code")
     p.add_argument("--check-rows", type=int, default=CHECK_ROWS, help="output rows checked against float64")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--json", default=None, help="result file (default benchmarks/results/operator[_quick].json)")
+    p.add_argument("--json", default=None,
+                   help="result file (default benchmarks/results/probes/max_tile_bytes/latest.json or quick.json)")
     return p.parse_args(argv)
 
 
@@ -269,7 +274,7 @@ def main(argv=None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(processName)s %(name)s: %(message)s")
     budget = int(args.budget_gib * 2**30)
     big_n = None if args.quick or args.n <= args.small_n else args.n
-    path = args.json or RESULTS_DIR / ("operator_quick.json" if args.quick else "operator.json")
+    path = args.json or RESULTS_DIR / "probes" / "max_tile_bytes" / ("quick.json" if args.quick else "latest.json")
     import mercer
 
     head = {"machine": machine_info(), "code": git_state(), "mercer_path": mercer.__file__,

@@ -1,11 +1,13 @@
-"""Tile size of the repeated product ``K^T K v`` (conjugate gradient's): 32 MiB tiles vs
-:func:`mercer.linalg.product_tile_bytes` (8 MiB of kernel values per thread, full width).
+"""Probe of ``PRODUCT_TILE_BYTES_PER_THREAD`` (mercer/linalg/_blocking.py) and ``DIRECT_TILE_BYTES``
+(mercer/linalg/_plan.py): the tile size of the repeated product ``K^T K v`` (conjugate gradient's),
+32 MiB tiles vs :func:`mercer.linalg.product_tile_bytes` (8 MiB of kernel values per thread, full width).
 
 RBF (gamma = 1/d), the intercept's column shift applied to every tile as in NystroemKernelRidge,
 synthetic X ~ N(0, I), the first M rows as centres; each product timed 3 times alternately, median.
 One line per shape and thread count, the ratio product-rule / 32 MiB.
 
-    python benchmarks/bench_tiles.py            # torch's default threads and 1 thread
+    python benchmarks/probes/probe_product_tile_bytes.py            # torch's default threads and 1 thread
+    python benchmarks/probes/probe_product_tile_bytes.py --quick    # the first two shapes, one rep
 """
 
 from __future__ import annotations
@@ -29,11 +31,15 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--threads", type=int, nargs="+", default=[torch.get_num_threads(), 1])
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--quick", action="store_true", help="the first two shapes at n = 30,000, one rep")
     args = ap.parse_args(argv)
+    shapes = [(30_000, d, M, dt) for _, d, M, dt in SHAPES[:2]] if args.quick else SHAPES
+    if args.quick:
+        args.reps = 1
     print(f"load {os.getloadavg()}")
     for threads in args.threads:
         torch.set_num_threads(threads)
-        for n, d, M, dt in SHAPES:
+        for n, d, M, dt in shapes:
             g = torch.Generator().manual_seed(0)
             X = torch.randn(n, d, generator=g, dtype=dt)
             Z, k, v = X[:M].clone(), RBF(gamma=1.0 / d), torch.randn(M, 1, generator=g, dtype=torch.float64)

@@ -1,4 +1,4 @@
-"""Data and grid helpers of ``bench_shapes.py``: one data set per feature count d, prepared once as
+"""Data and grid helpers of ``shapes.py``: one data set per feature count d, prepared once as
 ``.npy`` files that every child process of a cell loads (mercer and its references see the same
 arrays).
 
@@ -18,7 +18,7 @@ else  synthetic
 ====  ===================================================================================
 
 When n exceeds the real set's training rows (n = 100k everywhere), or the set is absent, the cell uses
-``bench_scaling.synthetic`` (standard normal inputs, a smooth function of 3 projections plus noise),
+``_common.synthetic`` (standard normal inputs, a smooth function of 3 projections plus noise),
 labelled "synthetic". Targets: regression ``y`` standardised on the training rows (Fashion-MNIST:
 the binary target below as +-1, standardised); binary classes ``y > median`` of the training
 targets (Fashion-MNIST: label < 5). Test set: up to 2,000 held-out rows (synthetic: a second draw).
@@ -35,9 +35,11 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[1]
-UCI_ROOT = ROOT.parent / "shared" / "data" / "uci"
-CACHE = Path(os.environ.get("TMPDIR", "/tmp")) / "mercer_shapes"
+import tempfile
+
+#: The UCI sets' folder ($MERCER_UCI_DIR; None: the d = 2, 4, 8, 16 cells are synthetic).
+UCI_ROOT = os.environ.get("MERCER_UCI_DIR") or None
+CACHE = Path(tempfile.gettempdir()) / "mercer_shapes"
 #: bump when the preparation changes (cached folders of another version are not reused)
 VERSION = 1
 N_TEST = 2000
@@ -47,7 +49,7 @@ K_CLUSTERS = 50
 SOURCES = {784: ("fashion-mnist", False), 128: ("fashion-mnist", True), 32: ("fashion-mnist", True),
            16: ("keggdirected", True), 8: ("kin40k", False), 4: ("protein", True), 2: ("protein", True)}
 
-log = logging.getLogger("bench_shapes")
+log = logging.getLogger("shapes")
 
 
 def _standardise(Xtr, Xte):
@@ -84,6 +86,8 @@ def _real_pool(source: str, d: int, pca: bool, uci_root: str, fmnist_root: str |
     else:
         from mercer.datasets import load_uci
 
+        if not uci_root or uci_root == "None":
+            return f"UCI {source} absent (set MERCER_UCI_DIR or --uci-dir)"
         try:
             Xtr, ytr, Xte, yte = load_uci(source, uci_root, split=0)
         except (FileNotFoundError, OSError) as exc:
@@ -105,7 +109,7 @@ def release_sources() -> None:
 
 
 def _synthetic(n: int, d: int):
-    from bench_scaling import synthetic
+    from _common import synthetic
 
     Xtr, ytr = synthetic(n, d, seed=0)
     Xte, yte = synthetic(N_TEST, d, seed=1)

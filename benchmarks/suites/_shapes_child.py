@@ -1,6 +1,6 @@
-"""One fit job of ``bench_shapes.py`` in a fresh interpreter: cold fit, warm refits, a prediction.
+"""One fit job of ``shapes.py`` in a fresh interpreter: cold fit, warm refits, a prediction.
 
-    python benchmarks/_shapes_child.py SPEC.json
+    python benchmarks/suites/_shapes_child.py SPEC.json
 
 ``SPEC.json`` names the estimator (``est``), the implementation (``impl``: mercer, sklearn or
 falkon), the data folder (``data``: ``.npy`` files written by ``_shapes.prepare``), the estimator's

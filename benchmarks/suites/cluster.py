@@ -11,17 +11,17 @@
 
 Usage::
 
-    python benchmarks/bench_cluster.py --quick      # small sizes, about a minute
-    python benchmarks/bench_cluster.py              # full: n = 100k and 1M (use --n-large to shrink)
-    python benchmarks/bench_cluster.py --threads 1  # same thread count on both sides (shared machines)
+    python benchmarks/suites/cluster.py --quick      # small sizes, about a minute
+    python benchmarks/suites/cluster.py              # full: n = 100k and 1M (use --n-large to shrink)
+    python benchmarks/suites/cluster.py --threads 1  # same thread count on both sides (shared machines)
 
-Writes ``benchmarks/results/cluster[_quick].json`` and ``.md``. The machine may be shared: the load
+Fashion-MNIST: ``--fashion-mnist-dir`` / ``$MERCER_FASHION_MNIST_DIR`` (else the Debian package; else
+digits). Writes ``benchmarks/results/cluster/latest.json`` and ``.md`` (``quick.*`` with ``--quick``). The machine may be shared: the load
 average is recorded, and every comparison is a ratio taken in the same run.
 """
 
 from __future__ import annotations
 
-import argparse
 import logging
 import os
 import sys
@@ -30,8 +30,11 @@ import time
 import numpy as np
 import torch
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import RESULTS_DIR, git_state, load_average, machine_info, markdown_table, write_json  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from _common import (fashion_mnist_dir, git_state, load_average, machine_info, markdown_table,  # noqa: E402
+                     parse_suite_args, suite_parser, write_results)
+
+REFS: tuple[str, ...] = ("sklearn",)
 
 log = logging.getLogger("bench_cluster")
 
@@ -60,8 +63,13 @@ def bench_kmeans(ns, ks, d, max_iter):
         for k in ks:
             init, _ = kmeans_plusplus(X[:min(n, 200_000)], k, random_state=0)
             ours, t_ours = _timed(lambda: KMeans(k, init=init, n_init=1, max_iter=max_iter).fit(X))
+            if "sklearn" not in REFS:
+                rows.append(dict(n=n, d=d, k=k, mercer_s=t_ours, mercer_inertia=ours.inertia_,
+                                 mercer_iter=ours.n_iter_, load=load_average()))
+                continue
             ref, t_ref = _timed(lambda: SkKMeans(k, init=init, n_init=1, max_iter=max_iter).fit(X))
-            rows.append(dict(n=n, d=d, k=k, mercer_s=t_ours, sklearn_s=t_ref, speedup=t_ref / t_ours,
+            rows.append(dict(n=n, d=d, k=k, mercer_s=t_ours, sklearn_s=t_ref, **{"mercer/sklearn": t_ours / t_ref},
+                             speedup=t_ref / t_ours,
                              mercer_inertia=ours.inertia_, sklearn_inertia=ref.inertia_,
                              inertia_ratio=ours.inertia_ / ref.inertia_, mercer_iter=ours.n_iter_,
                              sklearn_iter=int(ref.n_iter_), load=load_average()))
@@ -73,16 +81,17 @@ def _classification_data(quick):
     try:
         from mercer.datasets import load_fashion_mnist
 
-        Xtr, ytr, Xte, yte = load_fashion_mnist()
+        Xtr, ytr, Xte, yte = load_fashion_mnist(*[d for d in [fashion_mnist_dir()] if d])
         name = "Fashion-MNIST"
         if quick:
             Xtr, ytr, Xte, yte = Xtr[:5000], ytr[:5000], Xte[:1000], yte[:1000]
         else:
             Xtr, ytr, Xte, yte = Xtr[:20000], ytr[:20000], Xte[:2000], yte[:2000]
         Xtr, Xte = Xtr.astype(np.float64), Xte.astype(np.float64)
-    except FileNotFoundError:
+    except (FileNotFoundError, OSError) as exc:
         from sklearn.datasets import load_digits
 
+        print(f"skipped: Fashion-MNIST ({exc}); digits instead", file=sys.stderr)
         X, y = load_digits(return_X_y=True)
         X = X / 16.0
         perm = np.random.default_rng(0).permutation(len(X))
@@ -107,10 +116,11 @@ def bench_knn(quick):
             pred, t_ours = _timed(lambda: ours.predict(Xte))
             row = dict(data=name, n_train=len(Xtr), n_test=len(Xte), kernel=label, weights=weights,
                        mercer_s=t_ours, mercer_acc=float((pred == yte).mean()))
-            if label == "linear":
+            if label == "linear" and "sklearn" in REFS:
                 ref = KNeighborsClassifier(5, weights=weights).fit(Xtr, ytr)
                 rpred, t_ref = _timed(lambda: ref.predict(Xte))
-                row.update(sklearn_s=t_ref, sklearn_acc=float((rpred == yte).mean()), speedup=t_ref / t_ours,
+                row.update(sklearn_s=t_ref, sklearn_acc=float((rpred == yte).mean()),
+                           **{"mercer/sklearn": t_ours / t_ref}, speedup=t_ref / t_ours,
                            same_predictions=float((rpred == pred).mean()))
             row["load"] = load_average()
             rows.append(row)
@@ -146,15 +156,16 @@ def bench_kernel_kmeans(quick):
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--quick", action="store_true", help="small sizes (about a minute)")
+    global REFS
+    p = suite_parser("cluster", __doc__.split("\n")[0], refs=("sklearn",), data=("fashion",),
+                     quick="small sizes (about a minute)")
     p.add_argument("--n-large", type=int, default=1_000_000, help="size of the large k-means case")
     p.add_argument("--max-iter", type=int, default=100, help="Lloyd iterations cap (both libraries)")
     p.add_argument("--skip", nargs="*", default=(), choices=("kmeans", "knn", "kernel_kmeans"))
-    p.add_argument("--tag", default=None, help="results file stem (default: cluster or cluster_quick)")
     p.add_argument("--threads", type=int, default=None,
                    help="threads for both torch and scikit-learn's OpenMP/BLAS (default: each library's own)")
-    args = p.parse_args(argv)
+    args = parse_suite_args(p, argv)
+    REFS = args.refs
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     if args.threads:
         from threadpoolctl import threadpool_limits
@@ -179,15 +190,11 @@ def main(argv=None):
         sections.append(("kernel k-means vs k-means (10 clusters)", out["kernel_kmeans"]))
     out["load_end"] = load_average()
     out["loadavg_end"] = list(os.getloadavg())
-    stem = args.tag or ("cluster_quick" if args.quick else "cluster")
-    path = write_json(RESULTS_DIR / f"{stem}.json", out)
-    md = [f"# bench_cluster {' '.join(sys.argv[1:] if argv is None else argv)}", "", out["machine"], "",
-          f"git {out['git']}; load {out['load_start']} -> {out['load_end']}", ""]
+    md = [out["machine"], "", f"git {out['git']}; load {out['load_start']} -> {out['load_end']}", ""]
     for title, rows in sections:
         md += [f"## {title}", "", markdown_table(rows), ""]
-    (RESULTS_DIR / f"{stem}.md").write_text("\n".join(md))
     print("\n".join(md))
-    print(f"wrote {path}")
+    write_results(args, out, "\n".join(md), title="Clustering and neighbours: mercer vs scikit-learn")
 
 
 if __name__ == "__main__":

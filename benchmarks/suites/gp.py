@@ -1,6 +1,6 @@
 """Gaussian processes, kernel hyperparameter learning and multiple kernel learning.
 
-Part 1, UCI regression (split 0 of /work/shared/data/uci, inputs and targets standardised with
+Part 1, UCI regression (split 0 of ``--uci-dir`` / ``$MERCER_UCI_DIR``; absent: skipped; inputs and targets standardised with
 the training statistics; RMSE and NLPD in standardised target units). Every model uses an
 isotropic RBF kernel with an output scale and learns its hyperparameters on the training set:
 
@@ -23,12 +23,14 @@ and alpha tuned on a validation split) and the best single base kernel; learned 
 Timings are wall clock in one process, one torch / BLAS thread for everyone (the machine is
 shared: compare ratios, not absolute times); the load average is recorded.
 
-    python benchmarks/bench_gp.py --quick
+    python benchmarks/suites/gp.py --quick
+
+Results: ``benchmarks/results/gp/latest.{json,md}`` (``quick.*`` with ``--quick``); ``mercer/sklearn``:
+mercer's exact GP's fit time over scikit-learn's, KernelRidgeCV's over GridSearchCV's (same rows).
 """
 
 from __future__ import annotations
 
-import argparse
 import logging
 import math
 import os
@@ -40,11 +42,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import RESULTS_DIR, Timer, git_state, machine_info, markdown_table, write_json  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from _common import (Timer, git_state, machine_info, markdown_table, parse_suite_args, require_uci,  # noqa: E402
+                     suite_parser, uci_dir, write_results)
 
-UCI = Path(__file__).resolve().parents[2] / "shared" / "data" / "uci"
-log = logging.getLogger("bench_gp")
+log = logging.getLogger("gp")
 
 
 def nlpd(y, mean, var):
@@ -59,7 +61,7 @@ def rmse(y, mean):
 def load(name, n_test_max, rng):
     from mercer.datasets import load_uci
 
-    Xtr, ytr, Xte, yte = load_uci(name, UCI, split=0)
+    Xtr, ytr, Xte, yte = load_uci(name, uci_dir(), split=0)
     mu, sd = Xtr.mean(0), Xtr.std(0)
     sd[sd == 0] = 1.0
     Xtr, Xte = (Xtr - mu) / sd, (Xte - mu) / sd
@@ -103,7 +105,7 @@ def uci_rows(name, args):
         m, s = gp.predict(Xte, return_std=True)
         row("mercer GP (exact)", len(ys), t.seconds, m, s**2 + gp.noise_,
             f"LML {gp.log_marginal_likelihood_value_:.1f}; {gp.kernel_!r}, noise {gp.noise_:.3g}")
-        if len(ys) <= args.n_sklearn:
+        if len(ys) <= args.n_sklearn and "sklearn" in args.refs:
             with Timer() as t:
                 sk = SkGPR(ConstantKernel(1.0) * SkRBF(math.sqrt(d)) + WhiteKernel(0.1), alpha=1e-10,
                            random_state=0).fit(Xs, ys)
@@ -120,7 +122,7 @@ def uci_rows(name, args):
             kr = KernelRidgeCV(kernel=RBF(gamma=1.0 / (2 * d)), alpha=0.1, max_iter=args.max_iter, random_state=0).fit(Xs, ys)
         row("mercer KernelRidgeCV (LOO)", len(ys), t.seconds, kr.predict(Xte), None,
             f"gamma {kr.kernel_.gamma:.3g}, alpha {kr.alpha_:.3g}, {kr.n_evals_} LOO evaluations (~1 fit each)")
-        if args.grid:
+        if args.grid and "sklearn" in args.refs:
             from sklearn.kernel_ridge import KernelRidge as SkKernelRidge
             from sklearn.model_selection import GridSearchCV, KFold
 
@@ -209,9 +211,19 @@ def mkl_rows(args):
     return rows, weights, cls
 
 
-def main():
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--quick", action="store_true", help="two data sets, SGPR on 5,000 rows (about 3 minutes here)")
+PAIRS = {"mercer GP (exact)": "sklearn GPR (exact)", "mercer KernelRidgeCV (LOO)": "sklearn GridSearchCV KernelRidge"}
+
+
+def add_ratios(rows: list[dict]) -> None:
+    for r in rows:
+        peer = next((q for q in rows if q["data"] == r["data"] and q["model"] == PAIRS.get(r["model"])), None)
+        if peer and peer["fit_s"] > 0:
+            r["mercer/sklearn"] = r["fit_s"] / peer["fit_s"]
+
+
+def main(argv=None):
+    p = suite_parser("gp", __doc__, refs=("sklearn",), data=("uci",),
+                     quick="one data set (elevators), 500 rows, SGPR on 2,000 rows, MKL on 500 (about a minute)")
     p.add_argument("--data", nargs="*", default=None)
     p.add_argument("--n-exact", type=int, default=None, help="training rows for the exact GP / sklearn / KRR")
     p.add_argument("--n-sklearn", type=int, default=5000, help="largest n on which scikit-learn's GPR is run")
@@ -223,15 +235,14 @@ def main():
     p.add_argument("--mkl-nystroem", type=int, default=200)
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--no-grid", dest="grid", action="store_false", help="skip scikit-learn's GridSearchCV baseline")
-    p.add_argument("--out", default=None)
-    args = p.parse_args()
+    args = parse_suite_args(p, argv)
     q = args.quick
-    args.data = args.data or (["elevators", "kin40k"] if q else ["pol", "elevators", "bike", "kin40k", "protein"])
-    args.n_exact = args.n_exact or 1000
+    args.data = args.data or (["elevators"] if q else ["pol", "elevators", "bike", "kin40k", "protein"])
+    args.n_exact = args.n_exact or (500 if q else 1000)
     args.folds = 3 if q else 5
-    args.n_sparse = args.n_sparse or (5000 if q else 10000)
+    args.n_sparse = args.n_sparse or (2000 if q else 10000)
     args.inducing = args.inducing or 128
-    args.mkl_n = args.mkl_n or (1000 if q else 2000)
+    args.mkl_n = args.mkl_n or (500 if q else 2000)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     from threadpoolctl import threadpool_limits
 
@@ -239,19 +250,20 @@ def main():
     t0 = time.time()
     result = {"machine": machine_info(), "git": git_state(), "loadavg_start": os.getloadavg(), "args": vars(args)}
     rows = []
+    uci = require_uci("the UCI part")
     with threadpool_limits(args.threads):
-        for name in args.data:
-            if not (UCI / name / "data.csv.gz").is_file():
-                log.warning("skipping %s: %s not found", name, UCI / name)
+        for name in args.data if uci is not None else []:
+            if not (uci / name / "data.csv.gz").is_file():
+                log.warning("skipping %s: %s not found", name, uci / name)
                 continue
             rows.extend(uci_rows(name, args))
+        add_ratios(rows)
         mrows, weights, cls = mkl_rows(args)
     result.update(uci=rows, mkl=mrows, mkl_weights=weights, mkl_classification=cls,
                   loadavg_end=os.getloadavg(), total_s=time.time() - t0)
-    out = Path(args.out) if args.out else RESULTS_DIR / ("gp_quick.json" if q else "gp.json")
-    write_json(out, result)
     md = ["## UCI regression (split 0, standardised targets)", "",
-          markdown_table(rows, ["data", "model", "n_train", "d", "n_test", "rmse", "nlpd", "fit_s", "notes"]), "",
+          markdown_table(rows, ["data", "model", "n_train", "d", "n_test", "rmse", "nlpd", "fit_s", "mercer/sklearn",
+                                "notes"]) if rows else "(skipped: no UCI data)", "",
           "## MKL: signal in two feature groups with scales 1 and 20", "",
           markdown_table(mrows, ["model", "test_mse", "alpha", "fit_s"]), "", "Learned weights:", ""]
     for k, w in weights.items():
@@ -259,8 +271,8 @@ def main():
     md += ["", f"EasyMKL classification: {cls}", "",
            f"Machine: {result['machine']}; git {result['git']}; load {result['loadavg_start']} -> {result['loadavg_end']}; "
            f"total {result['total_s']:.0f} s"]
-    out.with_suffix(".md").write_text("\n".join(md) + "\n")
     print("\n".join(md))
+    write_results(args, result, "\n".join(md), title="Gaussian processes, hyperparameter learning, MKL")
 
 
 if __name__ == "__main__":

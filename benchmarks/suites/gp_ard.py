@@ -1,6 +1,6 @@
 """Per-feature length scales (ARD) against one length scale, for the exact GP on the UCI sets.
 
-Split 0 of each set in /work/shared/data/uci, inputs and targets standardised with the training
+Split 0 of each set in ``--uci-dir`` / ``$MERCER_UCI_DIR`` (absent: skipped), inputs and targets standardised with the training
 statistics (as ``bench_gp.py``), a random subsample of ``--n-exact`` training rows, up to
 ``--n-test`` test rows. Three models, in the same process one after the other:
 
@@ -12,12 +12,14 @@ Both mercer models learn the noise (start 0.1) and the output scale; L-BFGS-B, o
 ``--max-iter`` iterations. RMSE and NLPD (of the noisy test targets) in standardised units; fit
 time is wall clock with one torch / BLAS thread (the machine may be shared: compare within a row).
 
-    python benchmarks/bench_gp_ard.py --out benchmarks/results/gp_ard.json
+    python benchmarks/suites/gp_ard.py            # results/gp_ard/latest.{json,md}
+    python benchmarks/suites/gp_ard.py --quick    # elevators only, 300 rows
+
+``mercer/sklearn``: each mercer model's fit time over scikit-learn's ARD GP's on the same rows.
 """
 
 from __future__ import annotations
 
-import argparse
 import math
 import sys
 import warnings
@@ -27,8 +29,9 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import Timer, git_state, machine_info, markdown_table, write_json  # noqa: E402
-from bench_gp import UCI, load, nlpd, rmse  # noqa: E402
+from _common import (SkipSuite, Timer, git_state, machine_info, markdown_table, parse_suite_args,  # noqa: E402
+                     require_uci, suite_parser, write_results)
+from gp import load, nlpd, rmse  # noqa: E402
 
 SETS = ["pol", "elevators", "bike", "kin40k", "protein", "keggdirected", "keggundirected"]
 
@@ -58,13 +61,17 @@ def rows_for(name: str, args) -> list[dict]:
             m, s = gp.predict(Xte, return_std=True)
             out.append({"data": name, "d": d, "model": label, "rmse": rmse(yte, m), "nlpd": nlpd(yte, m, s**2 + gp.noise_),
                         "fit_s": t.seconds, "lml": gp.log_marginal_likelihood_value_, "n_iter": gp.n_iter_})
-        if args.sklearn:
+        if args.sklearn and "sklearn" in args.refs:
             with Timer() as t:
                 sk = SkGPR(ConstantKernel(1.0) * SkRBF([s0] * d) + WhiteKernel(0.1), random_state=0).fit(X, y)
             m, s = sk.predict(Xte, return_std=True)
             out.append({"data": name, "d": d, "model": "scikit-learn GPR, ARD", "rmse": rmse(yte, m),
                         "nlpd": nlpd(yte, m, s**2), "fit_s": t.seconds, "lml": sk.log_marginal_likelihood_value_,
                         "n_iter": None})
+    ref = next((r for r in out if r["model"].startswith("scikit-learn")), None)
+    for r in out:
+        if ref is not None and r is not ref:
+            r["mercer/sklearn"] = r["fit_s"] / ref["fit_s"]
     for r in out:
         print(f"{r['data']:>15} {r['model']:<30} RMSE {r['rmse']:.4f}  NLPD {r['nlpd']:7.3f}  LML {r['lml']:9.1f}  "
               f"fit {r['fit_s']:6.1f} s", flush=True)
@@ -72,16 +79,19 @@ def rows_for(name: str, args) -> list[dict]:
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--data", nargs="+", default=SETS)
-    p.add_argument("--n-exact", type=int, default=1000)
+    p = suite_parser("gp_ard", __doc__.splitlines()[0], refs=("sklearn",), data=("uci",),
+                     quick="elevators only, 300 training rows, 50 iterations")
+    p.add_argument("--data", nargs="+", default=None, help=f"UCI sets (default {' '.join(SETS)})")
+    p.add_argument("--n-exact", type=int, default=None, help="training rows (default 1000; --quick 300)")
     p.add_argument("--n-test", type=int, default=5000)
-    p.add_argument("--max-iter", type=int, default=200)
-    p.add_argument("--no-sklearn", dest="sklearn", action="store_false")
-    p.add_argument("--out", type=Path)
-    args = p.parse_args(argv)
-    if not UCI.exists():
-        sys.exit(f"UCI data not found at {UCI}")
+    p.add_argument("--max-iter", type=int, default=None, help="L-BFGS iterations (default 200; --quick 50)")
+    p.add_argument("--no-sklearn", dest="sklearn", action="store_false", help="= --refs none")
+    args = parse_suite_args(p, argv)
+    args.data = args.data or (["elevators"] if args.quick else SETS)
+    args.n_exact = args.n_exact or (300 if args.quick else 1000)
+    args.max_iter = args.max_iter or (50 if args.quick else 200)
+    if require_uci("gp_ard") is None:
+        raise SkipSuite("gp_ard: nothing to run without the UCI data")
     from threadpoolctl import threadpool_limits
 
     torch.set_num_threads(1)
@@ -89,12 +99,12 @@ def main(argv=None):
     with threadpool_limits(1):
         for name in args.data:
             rows += rows_for(name, args)
-    table = markdown_table(rows, ["data", "d", "model", "rmse", "nlpd", "lml", "fit_s"])
+    table = markdown_table(rows, ["data", "d", "model", "rmse", "nlpd", "lml", "fit_s", "mercer/sklearn"])
     print(table)
-    if args.out:
-        write_json(args.out, {"args": vars(args) | {"out": str(args.out)}, "machine": machine_info(),
-                              "git": git_state(), "rows": rows})
-        args.out.with_suffix(".md").write_text(table + "\n")
+    write_results(args, {"args": {k: str(v) for k, v in vars(args).items()}, "machine": machine_info(),
+                         "git": git_state(), "rows": rows},
+                  f"Machine: {machine_info()}; git {git_state()}\n\n{table}",
+                  title="Gaussian process: per-feature length scales (ARD) vs one")
 
 
 if __name__ == "__main__":

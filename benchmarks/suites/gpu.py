@@ -1,6 +1,6 @@
 """mercer on a CUDA GPU next to mercer on the same machine's CPU cores and scikit-learn, in one run.
 
-Cases (synthetic data, the generators of bench_scaling.py / bench_svm.py):
+Cases (synthetic data, the generators of nystroem.py / svm.py):
 
 * exact ``KernelRidge`` (float64, RBF), n = 20k, d = 28 — against scikit-learn's KernelRidge;
 * ``NystroemKernelRidge`` (float32 tiles, tol 1e-3), n = 100k with M = 5k on both devices, and
@@ -11,16 +11,16 @@ Cases (synthetic data, the generators of bench_scaling.py / bench_svm.py):
 Each case has a time limit (``--case-limit``, default 150 s); a case that runs over is recorded
 as such. Run on a machine with a GPU::
 
-    python benchmarks/bench_gpu.py --out results_dir          # ~4 min on one H100 / H200
-    python benchmarks/bench_gpu.py --quick --device cpu       # smoke test without a GPU
+    python benchmarks/suites/gpu.py                  # ~4 min on one H100 / H200
+    python benchmarks/suites/gpu.py --quick --device cpu       # smoke test without a GPU
 
-Results: ``<out>/gpu.json`` and ``gpu.md``.
+Without a CUDA device (and ``--device cuda``, the default) the suite is skipped. Results:
+``benchmarks/results/gpu/latest.{json,md}``; ``mercer/sklearn``: a row's time over scikit-learn's row
+of the same case.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 import math
 import os
 import platform
@@ -32,7 +32,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from _common import SkipSuite, parse_suite_args, suite_parser, write_results  # noqa: E402
 
 
 class CaseTimeout(Exception):
@@ -49,7 +51,7 @@ def _sync(device: str) -> None:
 
 
 def regression_data(n: int, d: int, seed: int):
-    """As bench_scaling.synthetic: X ~ N(0, I_d), y = sin(2 p1) + 0.5 cos(p2) p3 + 0.1 noise."""
+    """As _common.synthetic (another projection seed): X ~ N(0, I_d), y = sin(2 p1) + 0.5 cos(p2) p3 + 0.1 noise."""
     rng = np.random.default_rng(seed)
     X = rng.standard_normal((n, d)).astype(np.float32)
     P = X @ np.random.default_rng(7).standard_normal((d, 3)).astype(np.float32) / math.sqrt(d)
@@ -91,13 +93,13 @@ def run_case(name, device, fn, limit) -> dict:
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap = suite_parser("gpu", __doc__.split("\n\n")[0], refs=("sklearn",), quick="small sizes (smoke test)")
     ap.add_argument("--device", default="cuda")
-    ap.add_argument("--quick", action="store_true", help="small sizes (smoke test)")
-    ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "results"))
     ap.add_argument("--case-limit", type=int, default=150)
     ap.add_argument("--skip", default="", help="comma-separated case prefixes to skip (ridge,nystroem,svc,kpca)")
-    args = ap.parse_args(argv)
+    args = parse_suite_args(ap, argv)
+    if args.device.startswith("cuda") and not torch.cuda.is_available():
+        raise SkipSuite("gpu: no CUDA device here (--device cpu runs the CPU side alone)")
     import sklearn
     from sklearn.decomposition import KernelPCA as SkKernelPCA
     from sklearn.kernel_ridge import KernelRidge as SkKernelRidge
@@ -125,8 +127,9 @@ def main(argv=None) -> None:
             rows.append(run_case(f"KernelRidge exact f64 n={n}", dv, lambda dv=dv: {"rmse": rmse(
                 mercer.KernelRidge(alpha=a, kernel="rbf", gamma=g, device=dv).fit(X64, y).predict(Xte64), yte)},
                 args.case_limit))
-        rows.append(run_case(f"KernelRidge exact f64 n={n}", "sklearn", lambda: {"rmse": rmse(
-            SkKernelRidge(alpha=a, kernel="rbf", gamma=g).fit(X64, y).predict(Xte64), yte)}, args.case_limit))
+        if "sklearn" in args.refs:
+            rows.append(run_case(f"KernelRidge exact f64 n={n}", "sklearn", lambda: {"rmse": rmse(
+                SkKernelRidge(alpha=a, kernel="rbf", gamma=g).fit(X64, y).predict(Xte64), yte)}, args.case_limit))
 
     # Nyström ridge
     if not any("nystroem".startswith(s) for s in skip):
@@ -154,7 +157,8 @@ def main(argv=None) -> None:
         def fit_sk():
             m = SVC().fit(X, y)
             return {"accuracy": float((m.predict(Xte_c) == yte_c).mean()), "n_sv": int(len(m.support_))}
-        rows.append(run_case(f"KernelSVC n={n}", "sklearn", fit_sk, args.case_limit))
+        if "sklearn" in args.refs:
+            rows.append(run_case(f"KernelSVC n={n}", "sklearn", fit_sk, args.case_limit))
 
     # kernel PCA
     if not any("kpca".startswith(s) for s in skip):
@@ -165,7 +169,7 @@ def main(argv=None) -> None:
             rows.append(run_case(f"KernelPCA 10 comp. n={n}", dv, lambda dv=dv: {"top_eigenvalue": float(
                 mercer.KernelPCA(10, kernel="rbf", gamma=1 / (2 * d), eigen_solver="randomized", random_state=0,
                                  device=dv).fit(X64).eigenvalues_[0])}, args.case_limit))
-        if n <= 10_000:
+        if n <= 10_000 and "sklearn" in args.refs:
             rows.append(run_case(f"KernelPCA 10 comp. n={n}", "sklearn", lambda: {"top_eigenvalue": float(
                 SkKernelPCA(10, kernel="rbf", gamma=1 / (2 * d), eigen_solver="randomized", random_state=0)
                 .fit(X64).eigenvalues_[0])}, args.case_limit))
@@ -173,14 +177,16 @@ def main(argv=None) -> None:
     info = {"torch": torch.__version__, "sklearn": sklearn.__version__, "cpu_threads": torch.get_num_threads(),
             "cpus": os.cpu_count(), "python": platform.python_version(),
             "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None}
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "gpu.json").write_text(json.dumps({"machine": info, "rows": rows}, indent=1))
+    for r in rows:
+        ref = next((q for q in rows if q["case"] == r["case"] and q["device"] == "sklearn"), None)
+        if ref is not None and r is not ref and isinstance(r.get("seconds"), float) \
+                and isinstance(ref.get("seconds"), float) and ref["seconds"] > 0:
+            r["mercer/sklearn"] = round(r["seconds"] / ref["seconds"], 3)
     cols = list(dict.fromkeys(k for r in rows for k in r))
-    md = [f"# mercer on GPU vs CPU ({info})", "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    md = [f"Machine: {info}", "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     md += ["| " + " | ".join(str(r.get(c, "")) for c in cols) + " |" for r in rows]
-    (out / "gpu.md").write_text("\n".join(md) + "\n")
     print("\n".join(md))
+    write_results(args, {"machine": info, "rows": rows}, "\n".join(md), title="mercer on a GPU vs CPU and scikit-learn")
 
 
 if __name__ == "__main__":

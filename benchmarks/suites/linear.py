@@ -24,24 +24,26 @@ per row: other work on the machine skews timings.
 
 Run (from the repository root)::
 
-    .venv/bin/python benchmarks/bench_linear_lifted.py --quick     # ~1-2 min
-    .venv/bin/python benchmarks/bench_linear_lifted.py             # ~3-5 min
+    .venv/bin/python benchmarks/suites/linear.py --quick     # ~1-2 min
+    .venv/bin/python benchmarks/suites/linear.py             # ~3-5 min
 
-Results: ``benchmarks/results/linear_lifted[_quick].json`` and ``.md``.
+Results: ``benchmarks/results/linear/latest.{json,md}`` (``quick.*`` with ``--quick``).
 """
 
 from __future__ import annotations
 
-import argparse
 import logging
 import os
+import sys
 import warnings
+from pathlib import Path
 
 import numpy as np
 
-from _common import RESULTS_DIR, Timer, load_average, machine_info, markdown_table, write_json
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from _common import Timer, load_average, machine_info, markdown_table, parse_suite_args, suite_parser, write_results  # noqa: E402,E501
 
-log = logging.getLogger("bench_linear_lifted")
+log = logging.getLogger("linear")
 
 
 def load(name: str):
@@ -135,13 +137,13 @@ def run(dataset: str, *, quick: bool, repeat: int, epochs: int, n_landmarks: int
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="one repeat, D = 300 random features")
+    parser = suite_parser("linear", __doc__.split("\n\n")[0], refs=("sklearn",), refs_required=True,
+                          quick="one repeat, D = 300 random features (1-2 minutes)")
     parser.add_argument("--repeat", type=int, default=None)
     parser.add_argument("--epochs", type=int, default=20)
     parser.add_argument("--landmarks", type=int, default=300)
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
-    args = parser.parse_args(argv)
+    args = parse_suite_args(parser, argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     import torch
 
@@ -155,10 +157,10 @@ def main(argv=None):
             "newton_it", "cg_it", "max_proba_diff_to_ref", "load"]
     table = markdown_table(rows, cols)
     print(table)
-    stem = "linear_lifted_quick" if args.quick else "linear_lifted"
-    write_json(RESULTS_DIR / f"{stem}.json", dict(machine=machine_info(), args=vars(args), repeat=repeat, rows=rows,
-                                                  load_average_end=os.getloadavg()))
-    (RESULTS_DIR / f"{stem}.md").write_text(table + "\n")
+    write_results(args, dict(machine=machine_info(), args={k: str(v) for k, v in vars(args).items()}, repeat=repeat,
+                             rows=rows, load_average_end=os.getloadavg()),
+                  f"Machine: {machine_info()}\n\nratio: mercer's fit time / the paired scikit-learn row's (ref)\n\n{table}",
+                  title="Linear classifiers on lifted features: mercer vs scikit-learn")
 
 
 if __name__ == "__main__":

@@ -1,18 +1,22 @@
-"""Issue 3 benchmarks: kernel approximation error, UCI regression, Fashion-MNIST, and the large-n
-Nyström solver -- mercer next to scikit-learn in the same run, each fit in a fresh process.
+"""Nyström kernel ridge and kernel approximations: approximation error, UCI regression, Fashion-MNIST,
+the large-n Nyström solver and the number of centres -- mercer next to scikit-learn in the same run,
+each fit in a fresh process.
 
-    .venv/bin/python benchmarks/bench_scaling.py --approx        # approximation error vs m
-    .venv/bin/python benchmarks/bench_scaling.py --uci           # 7 UCI sets, split 0
-    .venv/bin/python benchmarks/bench_scaling.py --fmnist        # Fashion-MNIST (Debian package)
-    .venv/bin/python benchmarks/bench_scaling.py --large         # n = 20k/100k (M = 5000), 1M (M = 10000)
-    add --quick for a small smoke version of any of them.
+    .venv/bin/python benchmarks/suites/nystroem.py --approx        # approximation error vs m (kin40k)
+    .venv/bin/python benchmarks/suites/nystroem.py --uci           # 7 UCI sets, split 0
+    .venv/bin/python benchmarks/suites/nystroem.py --fmnist        # Fashion-MNIST
+    .venv/bin/python benchmarks/suites/nystroem.py --large         # n = 20k/100k (M = 5000), 1M (M = 10000)
+    .venv/bin/python benchmarks/suites/nystroem.py --msweep        # centres needed to reach the exact RMSE
+    add --quick for a small version of any of them (no part: all of them).
 
-Results: benchmarks/results/scaling_<part>[_quick].json and .md.
+UCI data: ``--uci-dir`` / ``$MERCER_UCI_DIR``; Fashion-MNIST: ``--fashion-mnist-dir`` /
+``$MERCER_FASHION_MNIST_DIR``; parts whose data is absent are skipped. Results:
+``benchmarks/results/nystroem/latest.{json,md}``, one section per part: a run replaces the parts it
+ran and keeps the others' latest results (``--quick``: ``quick.*``).
 """
 
 from __future__ import annotations
 
-import argparse
 import logging
 import math
 import time
@@ -22,34 +26,24 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import machine_info, markdown_table, run_isolated, write_json  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from _common import (command_line, fashion_mnist_dir, machine_info, markdown_table, parse_suite_args,  # noqa: E402
+                     previous_parts, require_uci, run_isolated, suite_parser, synthetic, uci_dir, write_results)
 
-ROOT = Path(__file__).resolve().parents[1]
-UCI = ROOT.parent / "shared" / "data" / "uci"
 SETS = ["pol", "elevators", "bike", "kin40k", "protein", "keggdirected", "keggundirected"]
-RESULTS = ROOT / "benchmarks" / "results"
-log = logging.getLogger("bench_scaling")
+log = logging.getLogger("nystroem")
+REFS: tuple[str, ...] = ("sklearn",)
 
 
 # -- data -----------------------------------------------------------------------------------------
 def load_standardized(name: str):
     from mercer.datasets import load_uci
 
-    Xtr, ytr, Xte, yte = load_uci(name, UCI, split=0)
+    Xtr, ytr, Xte, yte = load_uci(name, uci_dir(), split=0)
     mu, sd = Xtr.mean(0), Xtr.std(0)
     sd[sd == 0] = 1.0
     ym, ys = ytr.mean(), ytr.std()
     return ((Xtr - mu) / sd, (ytr - ym) / ys, (Xte - mu) / sd, (yte - ym) / ys)
-
-
-def synthetic(n: int, d: int, seed: int = 0):
-    rng = np.random.default_rng(seed)
-    X = rng.standard_normal((n, d)).astype(np.float32)
-    w = np.random.default_rng(123).standard_normal((d, 3)) / math.sqrt(d)
-    P = X @ w
-    y = np.sin(2 * P[:, 0]) + 0.5 * np.cos(P[:, 1]) * P[:, 2] + 0.1 * rng.standard_normal(n)
-    return X, y.astype(np.float64)
 
 
 def rmse(p, y):
@@ -131,6 +125,8 @@ def fit_sklearn_classifier(X, y, Xte, yte, gamma, alpha, M, seed=0):
 
 
 def timed(label, fn, *args, **kwargs):
+    if label.startswith("sklearn") and "sklearn" not in REFS:
+        return {"method": label, "skipped": "not in --refs"}
     res, secs, peak = run_isolated(fn, *args, **kwargs)
     row = {"method": label, "time_s": secs, "peak_rss_GiB": peak / 2**30, **res}
     log.info("%s", row)
@@ -145,6 +141,8 @@ def part_approx(quick: bool):
     from mercer.approx import IncompleteCholesky, Nystroem, RandomFourierFeatures
     from mercer.kernels import RBF
 
+    if require_uci("--approx (kin40k)") is None:
+        return [], {"skipped": "UCI data absent (MERCER_UCI_DIR)"}
     Xtr, _, Xte, _ = load_standardized("kin40k")
     rng = np.random.default_rng(0)
     n_fit = 2000 if quick else 5000
@@ -198,6 +196,8 @@ EXACT_20K = "kin40k"
 def part_uci(quick: bool):
     rows = []
     sets = SETS[:2] if quick else SETS
+    if require_uci("--uci") is None:
+        return [], {"skipped": "UCI data absent (MERCER_UCI_DIR)"}
     for name in sets:
         Xtr, ytr, Xte, yte = load_standardized(name)
         Xtr32, Xte32 = Xtr.astype(np.float32), Xte.astype(np.float32)
@@ -233,8 +233,9 @@ def part_fmnist(quick: bool):
     from mercer.datasets import load_fashion_mnist
 
     try:
-        Xtr, ytr, Xte, yte = load_fashion_mnist()
+        Xtr, ytr, Xte, yte = load_fashion_mnist(*[d for d in [fashion_mnist_dir()] if d])
     except (FileNotFoundError, OSError) as exc:
+        print(f"skipped: --fmnist: Fashion-MNIST not found ({exc})", file=sys.stderr)
         return [], {"skipped": f"Fashion-MNIST not installed ({exc}); apt-get install dataset-fashion-mnist"}
     Xtr = (Xtr.reshape(len(Xtr), -1) / 255.0).astype(np.float32)
     Xte = (Xte.reshape(len(Xte), -1) / 255.0).astype(np.float32)
@@ -287,6 +288,8 @@ def part_msweep(quick: bool):
     if MSWEEP_SETS:
         sets = [(name, n) for name, n in sets if name in MSWEEP_SETS]
     rows = []
+    if require_uci("--msweep") is None:
+        return [], {"skipped": "UCI data absent (MERCER_UCI_DIR)"}
     for name, n in sets:
         Xtr, ytr, Xte, yte = load_standardized(name)
         X, y = Xtr[:n], ytr[:n]
@@ -309,31 +312,58 @@ def part_msweep(quick: bool):
 PARTS = {"approx": part_approx, "uci": part_uci, "fmnist": part_fmnist, "large": part_large, "msweep": part_msweep}
 
 
+#: mercer's row -> the scikit-learn row it is compared with (same data, n and M)
+PAIRS = {"mercer KernelRidge (exact, f64)": "sklearn KernelRidge (exact)",
+         "mercer NystroemKernelRidgeClassifier (f32)": "sklearn Nystroem + RidgeClassifier",
+         "mercer NystroemKernelRidge": "sklearn Nystroem + Ridge"}
+
+
+def add_ratios(rows: list[dict]) -> None:
+    """``mercer/sklearn``: a mercer row's time over its scikit-learn pair's in the same part."""
+    def key(r):
+        return (r.get("data"), r.get("n"), r.get("M"))
+
+    for r in rows:
+        ref = next((v for k, v in PAIRS.items() if r.get("method", "").startswith(k)), None)
+        peer = next((q for q in rows if ref and q.get("method") == ref and key(q) == key(r)), None)
+        a, b = r.get("fit_predict_s", r.get("time_s")), peer and peer.get("fit_predict_s", peer.get("time_s"))
+        if a and b:
+            r["mercer/sklearn"] = a / b
+
+
+def part_markdown(part: str, out: dict) -> str:
+    meta = {k: v for k, v in out.items() if k not in ("rows", "machine", "command")}
+    table = markdown_table(out["rows"]) if out.get("rows") else "(no rows)"
+    return (f"## {part}\n\nCommand: `{out.get('command', '')}`; machine: {out.get('machine', '')}\n\n"
+            + "\n".join(f"- {k}: {v}" for k, v in meta.items()) + "\n\n" + table + "\n")
+
+
 def main(argv=None):
-    global LARGE_CASES, TOL, MSWEEP_SETS
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    global LARGE_CASES, TOL, MSWEEP_SETS, REFS
+    ap = suite_parser("nystroem", __doc__, refs=("sklearn",), data=("uci", "fashion"),
+                      quick="small versions of the parts (about a minute for --approx --large)")
     for p in PARTS:
         ap.add_argument(f"--{p}", action="store_true")
-    ap.add_argument("--quick", action="store_true")
     ap.add_argument("--cases", default=LARGE_CASES, help="--large: n:M[:sk],... (sk: also time scikit-learn)")
     ap.add_argument("--tol", type=float, default=TOL, help="--large: CG tolerance of NystroemKernelRidge")
-    ap.add_argument("--tag", default="", help="suffix of the result files")
     ap.add_argument("--msweep-sets", nargs="*", default=[], help="--msweep: only these data sets")
-    args = ap.parse_args(argv)
-    LARGE_CASES, TOL, MSWEEP_SETS = args.cases, args.tol, args.msweep_sets
+    args = parse_suite_args(ap, argv)
+    LARGE_CASES, TOL, MSWEEP_SETS, REFS = args.cases, args.tol, args.msweep_sets, args.refs
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     chosen = [p for p in PARTS if getattr(args, p)] or list(PARTS)
+    parts = previous_parts(args)  # keep the latest result of the parts not run now
     for part in chosen:
         load0 = os.getloadavg()
         rows, meta = PARTS[part](args.quick)
-        suffix = ("_quick" if args.quick else "") + (f"_{args.tag}" if args.tag else "")
-        out = {"machine": machine_info(), "command": "benchmarks/bench_scaling.py " + " ".join(sys.argv[1:]),
+        add_ratios(rows)
+        out = {"machine": machine_info(), "command": command_line(),
                "load_average_start": "/".join(f"{x:.2f}" for x in load0),
                "load_average_end": "/".join(f"{x:.2f}" for x in os.getloadavg()), **meta, "rows": rows}
-        write_json(RESULTS / f"scaling_{part}{suffix}.json", out)
-        table = markdown_table(rows) if rows else "(no rows)"
-        (RESULTS / f"scaling_{part}{suffix}.md").write_text(table + "\n")
-        print(f"\n## {part}\n{meta}\n{table}\n")
+        parts[part] = out
+        print("\n" + part_markdown(part, out))
+    ordered = {p: parts[p] for p in list(PARTS) + list(parts) if p in parts}
+    write_results(args, {"parts": ordered}, "\n".join(part_markdown(p, o) for p, o in ordered.items()),
+                  title="Nyström kernel ridge and kernel approximations: mercer vs scikit-learn")
 
 
 if __name__ == "__main__":

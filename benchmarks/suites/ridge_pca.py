@@ -12,7 +12,7 @@ What is measured, in one run (every measurement in a fresh process, so the peak 
    eigenvalues, peak RSS.
 
 Data: the UCI set ``kin40k`` (d = 8; ``--dataset protein`` for the other one), split 0, from
-``../shared/data/uci`` (``--data-root``), X and y standardised with the statistics of the whole
+``--uci-dir`` / ``$MERCER_UCI_DIR``, X and y standardised with the statistics of the whole
 training split, the first n_train training rows, and the first 5,000 rows of the split's test
 set (kin40k's has 4,000, protein's 4,573: all of them). When the folder is absent, a synthetic
 d = 24 regression set is used instead (the output says which).
@@ -28,18 +28,22 @@ the machine skews timings.
 
 Run (from the repository root)::
 
-    .venv/bin/python benchmarks/bench_ridge_pca.py --quick            # n = 2,000 only, ~4 min
-    .venv/bin/python benchmarks/bench_ridge_pca.py                    # full, ~19 min (2 cores, load 5-7)
-    .venv/bin/python benchmarks/bench_ridge_pca.py --sizes 2000 5000 --skip-pca
-    .venv/bin/python benchmarks/bench_ridge_pca.py --blas-threads 1   # numpy/scipy BLAS single-threaded
+    .venv/bin/python benchmarks/suites/ridge_pca.py --quick            # n = 1,000 only, ~1 min
+    .venv/bin/python benchmarks/suites/ridge_pca.py                    # full, ~19 min (2 cores, load 5-7)
+    .venv/bin/python benchmarks/suites/ridge_pca.py --sizes 2000 5000 --skip-pca
+    .venv/bin/python benchmarks/suites/ridge_pca.py --blas-threads 1   # numpy/scipy BLAS single-threaded
+
+3. The cells of ``mercer demo`` (digits, the demo's split and hyperparameters): its kernel ridge
+   classifier and kernel PCA, each library's fits in a fresh process of their own (best of 3), so
+   that ``mercer demo``'s printed times can be checked against them (``--skip-demo`` skips them).
 
 Every process start costs ~5-15 s of imports (not timed). The code measured is recorded (git
 HEAD, uncommitted files under src/, and a fingerprint of src/mercer taken by each child before
 its imports and after its last fit): a row measured while src/ was being edited is marked
 CHANGED in the tables and a warning is printed.
 
-Tables go to stdout, progress to stderr (logging), results to ``benchmarks/results/``
-(``ridge_pca.json``, or ``ridge_pca_quick.json`` with ``--quick``).
+Tables go to stdout, progress to stderr (logging), results to ``benchmarks/results/ridge_pca/``
+(``latest.json`` and ``latest.md``; ``quick.*`` with ``--quick``).
 """
 
 from __future__ import annotations
@@ -52,8 +56,9 @@ from pathlib import Path
 
 import numpy as np
 
-from _common import (RESULTS_DIR, Timer, current_rss_bytes, load_average, machine_info,
-                     markdown_table, run_isolated, write_json)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from _common import (ROOT, Timer, current_rss_bytes, load_average, machine_info,  # noqa: E402
+                     markdown_table, parse_suite_args, run_isolated, suite_parser, uci_dir, write_results)
 
 log = logging.getLogger("bench_ridge_pca")
 
@@ -62,7 +67,6 @@ PCA_SIZES = [2000, 5000, 10_000]
 N_TEST = 5000
 N_COMPONENTS = 10
 DEFAULT_ALPHA = 1e-2
-DEFAULT_DATA_ROOT = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "uci"
 SYNTH_D = 24
 
 RIDGE_VARIANTS = ("sklearn", "mercer64", "mercer32")
@@ -81,13 +85,14 @@ def load_data(dataset: str, root: Path, n_train_max: int, n_test: int, seed: int
     """Standardised ``(X_train, y_train, X_test, y_test, description, mean variance of X_train)``.
 
     Train rows: the first ``n_train_max``; the mean variance is the whole training split's."""
-    if (root / dataset / "data.csv.gz").is_file():
+    if root is not None and (root / dataset / "data.csv.gz").is_file():
         from mercer.datasets import load_uci
 
         Xtr, ytr, Xte, yte = load_uci(dataset, root, split=0)
         desc = f"UCI {dataset} (split 0: {len(Xtr):,} train / {len(Xte):,} test rows, d = {Xtr.shape[1]})"
     else:
-        log.warning("%s not found: using a synthetic d=%d regression set instead", root / dataset, SYNTH_D)
+        log.warning("UCI %s not found (MERCER_UCI_DIR=%s): using a synthetic d=%d regression set instead",
+                    dataset, root, SYNTH_D)
         rng = np.random.default_rng(seed)
         n = max(n_train_max, 1) + n_test
         X = rng.standard_normal((n, SYNTH_D))
@@ -109,7 +114,7 @@ def load_data(dataset: str, root: Path, n_train_max: int, n_test: int, seed: int
 
 
 # -- source fingerprint ------------------------------------------------------------------------
-SRC_DIR = Path(__file__).resolve().parents[1] / "src" / "mercer"
+SRC_DIR = ROOT / "src" / "mercer"
 
 
 def mercer_dir() -> Path:
@@ -285,6 +290,9 @@ def run_ridge(data, sizes, gamma, alpha, args) -> list[dict]:
     for n in sizes:
         row = {"n": n}
         for v in RIDGE_VARIANTS:
+            if v == "sklearn" and "sklearn" not in args.refs:
+                row[v] = {"skipped": "not in --refs"}
+                continue
             log.info("ridge n=%d %s ...", n, v)
             row[v] = _isolated(ridge_child, v, Xtr[:n], ytr[:n], Xte, yte, gamma, alpha,
                                _repeat(n, args), args.threads, args.blas_threads)
@@ -299,6 +307,9 @@ def run_pca(data, sizes, gamma, args) -> list[dict]:
     for n in sizes:
         row = {"n": n}
         for v in PCA_VARIANTS:
+            if v.startswith("sk_") and "sklearn" not in args.refs:
+                row[v] = {"skipped": "not in --refs"}
+                continue
             log.info("pca n=%d %s ...", n, v)
             row[v] = _isolated(pca_child, v, Xtr[:n], gamma, _repeat(n, args), args.threads, args.seed,
                                 args.blas_threads)
@@ -311,6 +322,42 @@ def run_pca(data, sizes, gamma, args) -> list[dict]:
                 row[v]["eig_rel_diff"] = float(np.max(np.abs(e - r) / np.abs(r)))
         rows.append(row)
     return rows
+
+
+def demo_child(cell: str, library: str, threads: int, repeat: int) -> dict:
+    """One library's fits of one cell of ``mercer demo``, alone in this process."""
+    import torch
+
+    torch.set_num_threads(threads)
+    from mercer.cli._demo import fit_cell
+
+    res = fit_cell(cell, library, repeat=repeat)
+    return {"fit_s": res["seconds"], "score": res["score"]}
+
+
+def run_demo_cells(args) -> list[dict]:
+    """The demo's cells, each library in fresh processes; mercer / scikit-learn ratios."""
+    from mercer.cli._demo import CELLS
+
+    libraries = ["mercer"] + (["sklearn"] if "sklearn" in args.refs else [])
+    rows = []
+    for cell in CELLS:
+        row = {"cell": cell}
+        for lib in libraries:
+            log.info("demo cell %s, %s ...", cell, lib)
+            row[lib] = _isolated(demo_child, cell, lib, args.threads, 3)
+        rows.append(row)
+    return rows
+
+
+def demo_table(rows) -> str:
+    t = [{"cell of mercer demo": r["cell"], "mercer fit (s)": _get(r["mercer"], "fit_s"),
+          "sklearn fit (s)": _get(r.get("sklearn", {}), "fit_s"),
+          "mercer/sklearn": _ratio(r["mercer"], r.get("sklearn", {})),
+          "score mercer": _get(r["mercer"], "score"), "score sklearn": _get(r.get("sklearn", {}), "score")}
+         for r in rows]
+    return ("The cells of `mercer demo` (digits; best of 3 fits after a warm-up, each library in its own "
+            "fresh process)\n\n" + markdown_table(t))
 
 
 # -- tables ------------------------------------------------------------------------------------
@@ -397,15 +444,15 @@ def pca_tables(rows, run_src: str) -> str:
 
 # -- main --------------------------------------------------------------------------------------
 def parse_args(argv=None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--quick", action="store_true", help="n = 2,000 only (smoke run)")
+    p = suite_parser("ridge_pca", __doc__.split("\n\n")[0], refs=("sklearn",), data=("uci",),
+                     quick="n = 1,000 only, one fit per process (about a minute)")
     p.add_argument("--sizes", type=int, nargs="+", default=None,
                    help=f"n_train values for both parts (default ridge {RIDGE_SIZES}, PCA {PCA_SIZES})")
     p.add_argument("--pca-sizes", type=int, nargs="+", default=None, help="n values for PCA (overrides --sizes)")
     p.add_argument("--skip-ridge", action="store_true")
     p.add_argument("--skip-pca", action="store_true")
     p.add_argument("--dataset", default="kin40k", help="UCI folder name (default kin40k; protein also fits)")
-    p.add_argument("--data-root", type=Path, default=DEFAULT_DATA_ROOT)
+    p.add_argument("--skip-demo", action="store_true", help="skip the cells of mercer demo")
     p.add_argument("--alpha", type=float, default=DEFAULT_ALPHA)
     p.add_argument("--gamma", type=float, default=None, help="default 1 / (d * mean variance of X_train)")
     p.add_argument("--repeat", type=int, default=None, help="fits per process (default 3 for n <= 5000, else 1)")
@@ -415,8 +462,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--no-snapshot", dest="snapshot", action="store_false",
                    help="measure the live src/ tree (default: a copy taken at the start, immune to edits)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--json", default=None, help="result file (default benchmarks/results/ridge_pca[_quick].json)")
-    return p.parse_args(argv)
+    return parse_suite_args(p, argv)
 
 
 def main(argv=None) -> None:
@@ -428,10 +474,12 @@ def main(argv=None) -> None:
     live_start, git_start = src_fingerprint(SRC_DIR), git_state()
     snap = snapshot_source() if args.snapshot else None
     src_start = src_fingerprint()  # of the code measured: the snapshot, or the live tree
-    ridge_sizes = [2000] if args.quick else (args.sizes or RIDGE_SIZES)
-    pca_sizes = [2000] if args.quick else (args.pca_sizes or args.sizes or PCA_SIZES)
+    if args.quick and args.repeat is None:
+        args.repeat = 1
+    ridge_sizes = [1000] if args.quick else (args.sizes or RIDGE_SIZES)
+    pca_sizes = [1000] if args.quick else (args.pca_sizes or args.sizes or PCA_SIZES)
     need = max([0] + ([] if args.skip_ridge else ridge_sizes) + ([] if args.skip_pca else pca_sizes))
-    data = load_data(args.dataset, args.data_root, need, N_TEST, args.seed)
+    data = load_data(args.dataset, uci_dir(), need, N_TEST, args.seed)
     d = data[0].shape[1]
     gamma = args.gamma if args.gamma is not None else 1.0 / (d * data[5])
     load_start = load_average()
@@ -449,14 +497,22 @@ def main(argv=None) -> None:
            "alpha": args.alpha, "torch_threads": args.threads, "blas_threads": args.blas_threads,
            "load_start": load_start, "targets": TARGETS, "src_start": src_start, "live_src_start": live_start, "git_start": git_start,
            "snapshot": None if snap is None else {"path": str(snap[0]), "content_sha1": snap[1]}}
+    tables = [f"Machine: {out['machine']}; code: {git_start}\n\nData: {data[4]}; RBF gamma = {gamma:.6g}, "
+              f"alpha = {args.alpha:g}; torch threads {args.threads}; load at start {load_start}"]
     with Timer() as total:
+        if not args.skip_demo:
+            out["demo"] = run_demo_cells(args)
+            tables.append(demo_table(out["demo"]))
+            print("\n" + tables[-1] + "\n")
         if not args.skip_ridge:
             out["ridge"] = run_ridge(data, ridge_sizes, gamma, args.alpha, args)
-            print("\n" + ridge_tables(out["ridge"], src_start) + "\n")
+            tables.append(ridge_tables(out["ridge"], src_start))
+            print("\n" + tables[-1] + "\n")
             sys.stdout.flush()
         if not args.skip_pca:
             out["pca"] = run_pca(data, pca_sizes, gamma, args)
-            print("\n" + pca_tables(out["pca"], src_start) + "\n")
+            tables.append(pca_tables(out["pca"], src_start))
+            print("\n" + tables[-1] + "\n")
     out["load_end"] = load_average()
     out["total_s"] = total.seconds
     out["src_end"], out["live_src_end"], out["git_end"] = src_fingerprint(), src_fingerprint(SRC_DIR), git_state()
@@ -472,8 +528,7 @@ def main(argv=None) -> None:
         import shutil
 
         shutil.rmtree(snap[0], ignore_errors=True)
-    path = args.json or RESULTS_DIR / ("ridge_pca_quick.json" if args.quick else "ridge_pca.json")
-    print(f"results: {write_json(path, out)}")
+    write_results(args, out, "\n\n".join(tables), title="Exact kernel ridge and kernel PCA: mercer vs scikit-learn")
 
 
 if __name__ == "__main__":

@@ -37,27 +37,29 @@ RSS and the result-equality metrics are recorded with it.
 
 Usage::
 
-    python benchmarks/bench_shapes.py --quick                          # smoke run, a few minutes
-    python benchmarks/bench_shapes.py --estimators kmeans svc --d 8 --n 5000
-    python benchmarks/bench_shapes.py                                  # the full grid (8-10 h), or split:
-    python benchmarks/bench_shapes.py --estimators svc svc32 kmeans
-    python benchmarks/bench_shapes.py --estimators krr kpca --n 5000 20000 --timeout 1500
-    python benchmarks/bench_shapes.py --estimators nkr
-    python benchmarks/bench_shapes.py --plot-only                      # tables and heat maps from JSON
+    python benchmarks/suites/shapes.py --quick                          # smoke run, a few minutes
+    python benchmarks/suites/shapes.py --estimators kmeans svc --d 8 --n 5000
+    python benchmarks/suites/shapes.py                                  # the full grid (8-10 h), or split:
+    python benchmarks/suites/shapes.py --estimators svc svc32 kmeans
+    python benchmarks/suites/shapes.py --estimators krr kpca --n 5000 20000 --timeout 1500
+    python benchmarks/suites/shapes.py --estimators nkr
+    python benchmarks/suites/shapes.py --plot-only                      # tables and heat maps from JSON
 
 scikit-learn's exact KernelRidge takes ~440 s per fit at n = 20k here: with the default 600 s
 limit its warm refits are not started (no warm ratio), hence ``--timeout 1500`` above. Real sets
-for d = 32, 128, 784 need Fashion-MNIST (``apt-get install dataset-fashion-mnist``; otherwise those
-cells are synthetic and say so).
+for d = 32, 128, 784 need Fashion-MNIST (``--fashion-mnist-dir`` / ``$MERCER_FASHION_MNIST_DIR``, else
+``apt-get install dataset-fashion-mnist``), for d = 2, 4, 8, 16 the UCI sets (``--uci-dir`` /
+``$MERCER_UCI_DIR``); otherwise those cells are synthetic and say so. FALKON's cells need an
+interpreter that imports falkon (``--falkon-python`` / ``$FALKON_PYTHON``); without one they are
+skipped. ``--refs`` chooses the peers (sklearn: LIBSVM, scikit-learn; falkon).
 
-Cells merge into ``benchmarks/results/shapes.json`` (``--out``; ``--quick``: shapes_quick.json) keyed
-by estimator, d, n and variant, so a grid can be split over several invocations. Heat maps:
-``<stem>_<estimator>.png``; tables: ``<stem>.md`` (and printed).
+Cells merge into ``benchmarks/results/shapes/latest.json`` (``--out DIR``; ``--quick``: quick.json,
+``--tag T``: history/T.json) keyed by estimator, d, n and variant, so a grid can be split over
+several invocations. Heat maps: ``latest_<estimator>.png``; tables: ``latest.md`` (and printed).
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import math
@@ -72,18 +74,19 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import RESULTS_DIR, git_state, load_average, machine_info, markdown_table, write_json  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from _common import (command_line, git_state, load_average, machine_info, markdown_table,  # noqa: E402
+                     parse_suite_args, result_paths, suite_parser, write_json)
 from _shapes import CACHE, UCI_ROOT, available_bytes, estimated_bytes, prepare, release_sources  # noqa: E402
 
-log = logging.getLogger("bench_shapes")
+log = logging.getLogger("shapes")
 
 CHILD = Path(__file__).resolve().parent / "_shapes_child.py"
-FALKON_PYTHON = "/work/falkon/.venv/bin/python"
+REFS: tuple[str, ...] = ("sklearn", "falkon")
 ESTIMATORS = ("svc", "svc32", "kmeans", "krr", "kpca", "nkr")
 D_GRID = (2, 4, 8, 16, 32, 128, 784)
 N_GRID = (5000, 20000, 100000)
-QUICK_D, QUICK_N = (2, 16, 784), (2000,)
+QUICK_D, QUICK_N = (8,), (2000,)
 EXACT_MAX_N = 20000  # krr, kpca: n x n Gram matrices
 LAMBDA = 1e-6  # nkr: FALKON's penalty; alpha = LAMBDA * n
 EQUAL_RMSE, EQUAL_ACC, EQUAL_SV, EQUAL_EIG, EQUAL_INERTIA = 0.005, 0.005, 0.01, 1e-6, 1e-6
@@ -149,6 +152,8 @@ def static_skip(est: str, impl: str, d: int, n: int, M: int, falkon_why: str | N
                 "LIBSVM on this machine)")
     if impl == "falkon" and falkon_why:
         return falkon_why
+    if impl in ("sklearn", "falkon") and impl not in REFS:
+        return "not in --refs"
     need, avail = estimated_bytes(est, impl, n, d, M), available_bytes()
     if avail and need > 0.85 * avail:
         return f"needs ~{need / 2**30:.1f} GiB, {avail / 2**30:.1f} GiB available"
@@ -186,6 +191,10 @@ def run_child(python: str, est: str, impl: str, params: dict, data: str | None, 
 
 def falkon_status(python: str, workdir: Path) -> tuple[str | None, dict | None]:
     """(why FALKON cells are skipped or None, the penalty-convention check)."""
+    if "falkon" not in REFS:
+        return "not in --refs", None
+    if not python:
+        return "no FALKON interpreter (set FALKON_PYTHON or --falkon-python)", None
     if not Path(python).exists():
         return f"FALKON interpreter {python} absent", None
     try:
@@ -354,7 +363,7 @@ def run(args) -> None:
     groups = list(dict.fromkeys("svc" if e in ("svc", "svc32") else e for e in ests))
     CACHE.mkdir(parents=True, exist_ok=True)
     workdir = Path(tempfile.mkdtemp(prefix="run_", dir=CACHE))
-    run_info = dict(started=time.strftime("%Y-%m-%d %H:%M:%S"), argv=sys.argv[1:], machine=machine_info(),
+    run_info = dict(started=time.strftime("%Y-%m-%d %H:%M:%S"), argv=sys.argv[1:], command=command_line(), machine=machine_info(),
                     git=git_state(), load_start=load_average(), reps=args.reps, timeout_s=args.timeout,
                     warm_s=args.warm_s)
     falkon_why, check = (None, None)
@@ -552,7 +561,10 @@ def render(out_path: Path) -> None:
         return
     stem = out_path.with_suffix("")
     pngs = heat_maps(res, stem)
-    md = f"# Speed over data shapes: mercer / reference (`{out_path.name}`)\n\n" + tables(res)
+    commands = "\n".join(f"- `{r['command']}`" for r in res["runs"] if r.get("command"))
+    md = (f"# Speed over data shapes: mercer / reference (`{out_path.name}`)\n\n"
+          + (f"Commands (from the repository root) of the runs merged here:\n\n{commands}\n\n" if commands else "")
+          + tables(res))
     md_path = stem.with_suffix(".md")
     md_path.write_text(md)
     print(md)
@@ -560,8 +572,9 @@ def render(out_path: Path) -> None:
 
 
 def main(argv=None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    global REFS
+    p = suite_parser("shapes", __doc__.split("\n")[0], refs=("sklearn", "falkon"), data=("uci", "fashion"),
+                     quick=f"n {QUICK_N}, d {QUICK_D}, M = 200, 1 warm fit")
     p.add_argument("--estimators", nargs="+", default=list(ESTIMATORS), choices=ESTIMATORS)
     p.add_argument("--d", type=int, nargs="+", default=None, help=f"feature counts (default {D_GRID})")
     p.add_argument("--n", type=int, nargs="+", default=None, help=f"training rows (default {N_GRID})")
@@ -572,17 +585,15 @@ def main(argv=None) -> None:
     p.add_argument("--timeout", type=float, default=600.0,
                    help="seconds per child process, i.e. per implementation in a cell (default 600); warm refits "
                         "that would pass it are not started")
-    p.add_argument("--falkon-python", default=FALKON_PYTHON, help=f"FALKON's interpreter (default {FALKON_PYTHON})")
-    p.add_argument("--uci-root", default=str(UCI_ROOT), help="folder of the UCI sets (default ../shared/data/uci)")
-    p.add_argument("--fmnist-root", default=None, help="Fashion-MNIST folder (default: Debian's)")
-    p.add_argument("--out", default=None, help="results JSON (default benchmarks/results/shapes[_quick].json)")
     p.add_argument("--no-prime", action="store_true",
                    help="skip the untimed first run of every child (numba's cache, page cache) before the grid")
     p.add_argument("--plot-only", action="store_true", help="only regenerate the tables and heat maps from --out")
-    p.add_argument("--quick", action="store_true", help=f"smoke run: n {QUICK_N}, d {QUICK_D}, M = 200, 1 warm fit")
-    args = p.parse_args(argv)
+    args = parse_suite_args(p, argv)
+    REFS = args.refs
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
-    args.out = args.out or str(RESULTS_DIR / ("shapes_quick.json" if args.quick else "shapes.json"))
+    args.uci_root = str(args.uci_dir) if args.uci_dir else None
+    args.fmnist_root = args.fashion_mnist_dir
+    args.out = str(result_paths(args)[0])
     args.d = args.d or list(QUICK_D if args.quick else D_GRID)
     args.n = args.n or list(QUICK_N if args.quick else N_GRID)
     args.reps = args.reps if args.reps is not None else (1 if args.quick else 2)

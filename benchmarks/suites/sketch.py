@@ -16,22 +16,23 @@ Three parts, each measuring mercer and its reference side by side in one process
    frequencies) against exact ``KernelPCA`` (mercer, Lanczos) and scikit-learn's ``KernelPCA``
    (arpack), 10 components, RBF: fit time and the largest relative eigenvalue error.
 
-Data: UCI ``kin40k`` (d = 8; ``--dataset``), split 0, from ``../shared/data/uci``, X and y
+Data: UCI ``kin40k`` (d = 8; ``--dataset``), split 0, from ``--uci-dir`` / ``$MERCER_UCI_DIR``
+(absent: skipped), X and y
 standardised with the training split's statistics. Timings are single runs in one process
 (torch with all cores), on a machine shared with other work: the load average is recorded with
 every row, compare ratios within a row group, not absolute seconds.
 
 Run (from the repository root)::
 
-    .venv/bin/python benchmarks/bench_sketch.py --quick      # n = 3,000 ridge / PCA, m up to 1,024
-    .venv/bin/python benchmarks/bench_sketch.py              # n = 8,000, m up to 4,096
+    .venv/bin/python benchmarks/suites/sketch.py --quick      # n = 1,500 ridge / PCA, m up to 256, 2 seeds
+    .venv/bin/python benchmarks/suites/sketch.py              # n = 8,000, m up to 4,096
 
-Results: ``benchmarks/results/sketch[_quick].json`` and ``.md``.
+Results: ``benchmarks/results/sketch/latest.{json,md}`` (``quick.*`` with ``--quick``). Every row is
+relative to scikit-learn's exact model (``--refs`` must keep sklearn).
 """
 
 from __future__ import annotations
 
-import argparse
 import logging
 import os
 import sys
@@ -40,17 +41,17 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from _common import RESULTS_DIR, Timer, git_state, load_average, machine_info, markdown_table, write_json
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from _common import (SkipSuite, Timer, git_state, load_average, machine_info, markdown_table,  # noqa: E402
+                     parse_suite_args, suite_parser, uci_dir, write_results)
 
-log = logging.getLogger("bench_sketch")
-
-DATA_ROOT = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "uci"
+log = logging.getLogger("sketch")
 
 
 def load(dataset: str):
     from mercer.datasets import load_uci
 
-    Xtr, ytr, Xte, yte = load_uci(dataset, DATA_ROOT, split=0)
+    Xtr, ytr, Xte, yte = load_uci(dataset, uci_dir(), split=0)
     mu, sd = Xtr.mean(0), Xtr.std(0)
     sd[sd == 0] = 1.0
     ym, ys = ytr.mean(), ytr.std() or 1.0
@@ -171,21 +172,22 @@ def approx_pca(X, n_features, k=10):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--quick", action="store_true", help="smaller sizes (about 3 minutes)")
+    ap = suite_parser("sketch", __doc__.split("\n\n")[0], refs=("sklearn",), refs_required=True, data=("uci",),
+                      quick="n = 1,500, m up to 256, 2 seeds (about a minute)")
     ap.add_argument("--dataset", default="kin40k")
     ap.add_argument("--alpha", type=float, default=1e-2)
-    ap.add_argument("--seeds", type=int, default=3)
-    args = ap.parse_args(argv)
+    ap.add_argument("--seeds", type=int, default=None, help="seeds of the approximation error (default 3; --quick 2)")
+    args = parse_suite_args(ap, argv)
+    args.seeds = args.seeds or (2 if args.quick else 3)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", stream=sys.stderr)
     torch.set_num_threads(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count())
-    if not (DATA_ROOT / args.dataset).is_dir():
-        raise SystemExit(f"{DATA_ROOT / args.dataset} not found: this benchmark needs the UCI data.")
+    if uci_dir() is None or not (uci_dir() / args.dataset).is_dir():
+        raise SkipSuite(f"sketch: UCI {args.dataset} not found (set MERCER_UCI_DIR or --uci-dir)")
 
-    n_ridge = 3000 if args.quick else 8000
-    ms_sketch = [64, 256, 1024] if args.quick else [64, 256, 1024, 4096]
-    ms_ridge = [100, 400, 1000] if args.quick else [200, 800, 2000]
-    n_pca = 3000 if args.quick else 8000
+    n_ridge = 1500 if args.quick else 8000
+    ms_sketch = [64, 256] if args.quick else [64, 256, 1024, 4096]
+    ms_ridge = [100, 400] if args.quick else [200, 800, 2000]
+    n_pca = 1500 if args.quick else 8000
     feats_pca = [100, 400] if args.quick else [200, 800]
 
     Xtr, ytr, Xte, yte = load(args.dataset)
@@ -199,17 +201,15 @@ def main(argv=None):
     pca_rows = approx_pca(Xtr[:n_pca], feats_pca)
     result.update(approximation=err_rows, slopes=slopes, ridge=ridge_rows, pca=pca_rows, load_end=load_average())
 
-    name = "sketch_quick" if args.quick else "sketch"
-    write_json(RESULTS_DIR / f"{name}.json", result)
-    md = [f"# {name}", "", result["machine"], "", f"code: {result['code']}; load {result['load_start']} -> "
+    md = [result["machine"], "", f"code: {result['code']}; load {result['load_start']} -> "
           f"{result['load_end']}", "", result["dataset"], "",
           f"## Kernel approximation error (1,000-point sample, gamma = 1/d, coef0 = 1, mean of {args.seeds} seeds)",
           "", markdown_table(err_rows), "", markdown_table(slopes), "",
           f"## Sketched kernel ridge (RBF, n = {n_ridge:,}, {len(Xte):,} test rows, alpha = {args.alpha})", "",
           markdown_table(ridge_rows), "", f"## Approximate kernel PCA (RBF, n = {n_pca:,}, 10 components)", "",
           markdown_table(pca_rows), ""]
-    (RESULTS_DIR / f"{name}.md").write_text("\n".join(md))
     print("\n".join(md))
+    write_results(args, result, "\n".join(md), title="Sketches: polynomial sketches, sketched ridge, approximate PCA")
 
 
 if __name__ == "__main__":

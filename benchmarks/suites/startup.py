@@ -12,16 +12,16 @@ wall time of each case over ``--runs`` rounds, and ratios of medians taken in th
 
 Usage::
 
-    python benchmarks/bench_startup.py               # 5 rounds, about 30 s
-    python benchmarks/bench_startup.py --runs 11 --tag after
+    python benchmarks/suites/startup.py               # 5 rounds, about 30 s
+    python benchmarks/suites/startup.py --quick       # 2 rounds
+    python benchmarks/suites/startup.py --runs 11 --tag after
 
-Writes ``benchmarks/results/startup[_TAG].json`` and ``.md``. The machine may be shared: the load
+Writes ``benchmarks/results/startup/latest.json`` and ``.md`` (``quick.*``, ``history/TAG.*``). The machine may be shared: the load
 average before and after is recorded, and only ratios from the same run are comparable.
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import subprocess
@@ -29,8 +29,9 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _common import RESULTS_DIR, git_state, load_average, machine_info, markdown_table, write_json  # noqa: E402
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from _common import (git_state, load_average, machine_info, markdown_table, parse_suite_args,  # noqa: E402
+                     suite_parser, write_results)
 
 PYTHON = sys.executable
 #: the console script next to this interpreter (a virtual environment's bin/), else ``python -m mercer``
@@ -77,10 +78,11 @@ def measure(cases: dict[str, list[str]], runs: int) -> dict[str, list[float]]:
 
 
 def main(argv=None) -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    ap.add_argument("--runs", type=int, default=5, help="rounds of fresh-process runs (default 5)")
-    ap.add_argument("--tag", default="", help="suffix of the result files")
-    args = ap.parse_args(argv)
+    ap = suite_parser("startup", __doc__.split("\n", 1)[0], refs=("torch", "sklearn"), refs_required=True,
+                      quick="2 rounds")
+    ap.add_argument("--runs", type=int, default=None, help="rounds of fresh-process runs (default 5; --quick 2)")
+    args = parse_suite_args(ap, argv)
+    args.runs = args.runs or (2 if args.quick else 5)
 
     load_before = load_average()
     times = measure(CASES, args.runs)
@@ -93,11 +95,10 @@ def main(argv=None) -> None:
               f"{load_after} after\n{machine_info()}\n{git_state()}")
     text = f"{header}\n\n{markdown_table(rows)}\n\n{markdown_table(ratio_rows)}\n"
     print(text)
-    stem = "startup" + (f"_{args.tag}" if args.tag else "")
-    write_json(RESULTS_DIR / f"{stem}.json", {"runs": args.runs, "load_before": load_before,
+    write_results(args, {"runs": args.runs, "load_before": load_before,
                                               "load_after": load_after, "times": times, "medians": med,
-                                              "ratios": {f"{a} / {b}": med[a] / med[b] for a, b in RATIOS}})
-    (RESULTS_DIR / f"{stem}.md").write_text(text)
+                         "ratios": {f"{a} / {b}": med[a] / med[b] for a, b in RATIOS}},
+                  text, title="Start-up: mercer's command and import against torch and scikit-learn")
 
 
 if __name__ == "__main__":

@@ -15,24 +15,27 @@ and linear SVMs on Nyström / random Fourier features.
 
 Run::
 
-    .venv/bin/python benchmarks/bench_svm.py            # n = 5k, 10k, 20k (~10 min on 2 busy cores)
-    .venv/bin/python benchmarks/bench_svm.py --quick    # n = 2k, 5k
+    .venv/bin/python benchmarks/suites/svm.py            # n = 5k, 10k, 20k (~10 min on 2 busy cores)
+    .venv/bin/python benchmarks/suites/svm.py --quick    # n = 2k; Fashion-MNIST 2k; short budget training
 
-Results: ``benchmarks/results/svm_exact[_quick].json`` / ``svm_models[_quick].json`` and ``.md``. Timings on a shared machine are
-disturbed by other work: compare the ratios, and see the load averages recorded with them.
+Fashion-MNIST: ``--fashion-mnist-dir`` / ``$MERCER_FASHION_MNIST_DIR`` (else the Debian package; absent:
+its rows are skipped). Results: ``benchmarks/results/svm/latest.{json,md}`` with the parts ``exact``
+and ``models`` (a run with ``--skip-exact`` or ``--skip-table`` keeps the other part's latest result).
+Timings on a shared machine are disturbed by other work: compare the ratios, and see the load
+averages recorded with them.
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import time
 
 import numpy as np
 
-from _common import RESULTS_DIR, Timer, best_time, git_state, load_average, machine_info, markdown_table, \
-    run_isolated, write_json
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from _common import (Timer, best_time, fashion_mnist_dir, git_state, load_average, machine_info,  # noqa: E402
+                     markdown_table, command_line, parse_suite_args, previous_parts, run_isolated, suite_parser, write_results)
 
 SIZES = [5000, 10000, 20000]
 N_TEST = 10000
@@ -53,7 +56,7 @@ def _fashion():
     from mercer.datasets import load_fashion_mnist
 
     try:
-        X, y, Xte, yte = load_fashion_mnist()
+        X, y, Xte, yte = load_fashion_mnist(*[d for d in [fashion_mnist_dir()] if d])
     except (FileNotFoundError, OSError, ValueError) as exc:
         return None, str(exc).split(".")[0]
     return (X.astype(np.float64), y, Xte.astype(np.float64), yte), None
@@ -112,7 +115,7 @@ def part1(sizes, fashion_n, dtypes, mercer_only: bool = False) -> list[dict]:
     return rows
 
 
-def _model_rows(name, X, y, Xte, yte, quick: bool) -> list[dict]:
+def _model_rows(name, X, y, Xte, yte, quick: bool, refs=("sklearn",)) -> list[dict]:
     from sklearn.svm import SVC
 
     from mercer.models.svm import BudgetSVC, KernelSVC, ReducedSetSVC
@@ -127,9 +130,10 @@ def _model_rows(name, X, y, Xte, yte, quick: bool) -> list[dict]:
         print(out[-1], flush=True)
 
     KernelSVC().fit(X[:100], y[:100])
-    with Timer() as t:
-        ref = SVC().fit(X, y)
-    record("LIBSVM SVC (scikit-learn)", ref, t.seconds, f"{len(ref.support_)} SV")
+    if "sklearn" in refs:
+        with Timer() as t:
+            ref = SVC().fit(X, y)
+        record("LIBSVM SVC (scikit-learn)", ref, t.seconds, f"{len(ref.support_)} SV")
     with Timer() as t:
         svc = KernelSVC().fit(X, y)
     n_sv = len(svc.support_)
@@ -158,7 +162,7 @@ def _model_rows(name, X, y, Xte, yte, quick: bool) -> list[dict]:
     return out
 
 
-def part2(quick: bool) -> tuple[list[dict], list[str]]:
+def part2(quick: bool, refs=("sklearn",)) -> tuple[list[dict], list[str]]:
     from sklearn.datasets import load_digits
     from sklearn.model_selection import train_test_split
 
@@ -166,62 +170,63 @@ def part2(quick: bool) -> tuple[list[dict], list[str]]:
     X, y = load_digits(return_X_y=True)
     X = X / 16.0
     Xtr, Xte, ytr, yte = train_test_split(X, y, test_size=0.3, random_state=0, stratify=y)
-    rows = _model_rows("digits", Xtr, ytr, Xte, yte, quick)
+    rows = _model_rows("digits", Xtr, ytr, Xte, yte, quick, refs)
     data, why = _fashion()
     if data is None:
         notes.append(f"Fashion-MNIST not installed ({why}); its rows are absent.")
     else:
         Xf, yf, Xfte, yfte = data
         n = 2000 if quick else 5000
-        rows += _model_rows(f"fashion-mnist {n}", Xf[:n], yf[:n], Xfte, yfte, quick)
+        rows += _model_rows(f"fashion-mnist {n}", Xf[:n], yf[:n], Xfte, yfte, quick, refs)
     return rows, notes
 
 
 def main(argv=None) -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--quick", action="store_true", help="n = 2k, 5k; short budget training")
+    p = suite_parser("svm", __doc__.split("\n\n")[0], refs=("sklearn",), data=("fashion",),
+                     quick="n = 2k; Fashion-MNIST 2k; short budget training")
     p.add_argument("--sizes", type=int, nargs="*", default=None,
                    help="synthetic sizes (default 5k 10k 20k; give the flag with no value for none)")
     p.add_argument("--fashion-n", type=int, default=None, help="Fashion-MNIST training subset (e.g. 60000)")
     p.add_argument("--float32", action="store_true", help="also time mercer with dtype=float32")
     p.add_argument("--skip-table", action="store_true")
     p.add_argument("--skip-exact", action="store_true")
-    p.add_argument("--tag", default="", help="suffix of the result files (keeps earlier results)")
-    p.add_argument("--mercer-only", action="store_true", help="skip LIBSVM (its columns are NaN)")
-    args = p.parse_args(argv)
-    sizes = args.sizes if args.sizes is not None else ([2000, 5000] if args.quick else SIZES)
+    p.add_argument("--mercer-only", action="store_true", help="skip LIBSVM (its columns are NaN); = --refs none")
+    args = parse_suite_args(p, argv)
+    args.mercer_only = args.mercer_only or "sklearn" not in args.refs
+    sizes = args.sizes if args.sizes is not None else ([2000] if args.quick else SIZES)
     data, why = _fashion()
     if data is None:
         notes = [f"Fashion-MNIST not run: not installed ({why})."]
+        print(f"skipped: Fashion-MNIST rows ({why}; set MERCER_FASHION_MNIST_DIR)", file=sys.stderr)
     elif (args.fashion_n or FASHION_N) < 60000:
         notes = [f"Fashion-MNIST: {args.fashion_n or FASHION_N} training samples; the full 60k set (~25 min for the "
                  "pair here) runs with --fashion-n 60000."]
     else:
         notes = ["Fashion-MNIST: full 60k training set; predict_10k is the accuracy pass over the 10k test set."]
-    suffix = ("_quick" if args.quick else "") + (f"_{args.tag}" if args.tag else "")
+    parts = previous_parts(args)
     head = dict(machine=machine_info(), git=git_state(), started=time.strftime("%Y-%m-%d %H:%M:%S"))
     if not args.skip_exact:
         out = dict(head, load_start=load_average(), loadavg_start=os.getloadavg())
-        out["exact"] = part1(sizes, None if data is None else (args.fashion_n or (5000 if args.quick else FASHION_N)),
+        out["exact"] = part1(sizes, None if data is None else (args.fashion_n or (2000 if args.quick else FASHION_N)),
                              ["float64", "float32"] if args.float32 else ["float64"], args.mercer_only)
         out.update(notes=notes, load_end=load_average(), loadavg_end=os.getloadavg())
-        write_json(RESULTS_DIR / f"svm_exact{suffix}.json", out)
-        md = (f"# KernelSVC vs LIBSVM (exact, RBF)\n\n{out['machine']}\n\nload at start {out['load_start']}, at end "
+        md = (f"## KernelSVC vs LIBSVM (exact, RBF)\n\nCommand: `{command_line()}`\n\n{out['machine']}\n\nload at start {out['load_start']}, at end "
               f"{out['load_end']}\n\nfit_ratio = mercer fit time / LIBSVM fit time (fresh process each)\n\n"
               + markdown_table(out["exact"]) + "\n\n" + "\n".join(f"- {n}" for n in notes) + "\n")
-        (RESULTS_DIR / f"svm_exact{suffix}.md").write_text(md)
+        parts["exact"] = dict(out, command=command_line(), markdown=md)
         print(md, flush=True)
     if not args.skip_table:
         out = dict(head, load_start=load_average(), loadavg_start=os.getloadavg())
-        rows2, notes2 = part2(args.quick)
+        rows2, notes2 = part2(args.quick, args.refs)
         out.update(table=rows2, notes=notes2, load_end=load_average(), loadavg_end=os.getloadavg())
-        write_json(RESULTS_DIR / f"svm_models{suffix}.json", out)
-        md = (f"# Cheaper SVMs\n\n{out['machine']}\n\nload at start {out['load_start']}, at end {out['load_end']}\n\n"
+        md = (f"## Cheaper SVMs\n\nCommand: `{command_line()}`\n\n{out['machine']}\n\nload at start {out['load_start']}, at end {out['load_end']}\n\n"
               + markdown_table(rows2) + "\n\n" + "\n".join(f"- {n}" for n in notes2) + "\n")
-        (RESULTS_DIR / f"svm_models{suffix}.md").write_text(md)
+        parts["models"] = dict(out, command=command_line(), markdown=md)
         print(md, flush=True)
+    ordered = {k: parts[k] for k in ("exact", "models") if k in parts}
+    write_results(args, {"parts": ordered}, "\n".join(v.get("markdown", "") for v in ordered.values()),
+                  title="Kernel SVMs: mercer vs LIBSVM (scikit-learn)")
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     main()

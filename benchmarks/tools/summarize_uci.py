@@ -1,7 +1,12 @@
-"""Condensed markdown table of results/scaling_uci.json (the README table)."""
+"""Condensed markdown table of the Nyström suite's UCI part (the README table).
+
+    python benchmarks/tools/summarize_uci.py [RESULT.json]   # default benchmarks/results/nystroem/latest.json
+"""
 from pathlib import Path
 import json, sys
-d = json.load(open(Path(__file__).resolve().parent / "results" / "scaling_uci.json"))
+path = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).resolve().parents[1] / "results" / "nystroem" / "latest.json"
+d = json.load(open(path))
+d = d["parts"]["uci"] if "parts" in d else d  # a suite result, or an older single-part file (history/)
 rows = d["rows"]
 def t(r): return r.get("fit_predict_s", r["time_s"])
 out = []

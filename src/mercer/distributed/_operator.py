@@ -61,9 +61,9 @@ def _keep_tiles_in_heap() -> None:
     Why: Dask's nannies start their workers with ``MALLOC_TRIM_THRESHOLD_=65536``, which also
     freezes glibc's mmap threshold at 128 KiB, so every 32 MiB tile was mapped afresh and its pages
     faulted in one by one. ``K^T K v`` at n = 1,000,000, M = 10,000 (float32, 2 threads, one process;
-    ``benchmarks/bench_malloc.py``): 20.9 s with that variable, 6.9 s with it and these settings, 6.8 s
-    with glibc's defaults; on a LocalCluster's workers the tasks had run 2.4x slower per core than
-    the same products in-process.
+    probe: ``benchmarks/probes/probe_keep_tiles_in_heap.py``): 20.9 s with that variable, 6.9 s
+    with it and these settings, 6.8 s with glibc's defaults; on a LocalCluster's workers the tasks
+    had run 2.4x slower per core than the same products in-process.
     """
     try:
         import ctypes

@@ -22,13 +22,15 @@ __all__ = ["BlockPlan", "MemoryBudgetError", "PRODUCT_TILE_BYTES_PER_THREAD", "a
 MIN_ROWS = 64
 #: Largest tile computed at once. Tiles much smaller than this pay per-operation overheads (on a
 #: machine whose cores are shared, every OpenMP barrier stalls); much larger ones only cost memory.
+#: Probe: ``benchmarks/probes/probe_max_tile_bytes.py`` (the product at 32 / 128 / 256 MiB, uncapped).
 MAX_TILE_BYTES = 128 * 2**20
 #: Kernel-tile bytes per thread of a product that reads each tile twice (``K v``, then ``K^T w``:
 #: conjugate gradient's ``K^T K v``), so that the second read finds the tile in cache
-#: (:func:`product_tile_bytes`). Against 32 MiB tiles (``benchmarks/bench_tiles.py``, RBF with the
-#: intercept's shift, median of 3): two threads 0.59-0.99x the time at d <= 28, one thread 0.80-0.96x;
-#: d = 784 0.99-1.05x. Among 4 / 8 / 16 / 32 MiB on one thread, 8 MiB was fastest in an earlier sweep
-#: (n = 100,000, d = 8, M = 5,000, float32: 0.63 / 0.56 / 0.61 / 0.91 s).
+#: (:func:`product_tile_bytes`). Against 32 MiB tiles (RBF with the intercept's shift, median of 3;
+#: probe: ``benchmarks/probes/probe_product_tile_bytes.py``): two threads 0.59-0.99x the time at
+#: d <= 28, one thread 0.80-0.96x; d = 784 0.99-1.05x. Among 4 / 8 / 16 / 32 MiB on one thread,
+#: 8 MiB was fastest in an earlier sweep (n = 100,000, d = 8, M = 5,000, float32: 0.63 / 0.56 /
+#: 0.61 / 0.91 s).
 PRODUCT_TILE_BYTES_PER_THREAD = 8 * 2**20
 #: Rows from which a CPU Cholesky factorisation or triangular solve (one LAPACK call that cannot be
 #: stopped halfway) runs in a worker thread while the calling thread polls for Ctrl-C (the call

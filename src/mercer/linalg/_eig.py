@@ -37,8 +37,9 @@ _OWNER = "top_eigenpairs"
 
 #: ``method="auto"`` decomposes a dense tensor with LAPACK up to this size (or when more than a
 #: quarter of the spectrum is asked for); above it block Lanczos is faster (centred RBF Gram,
-#: k = 10, 2 cores, benchmarks/scratch_eig_timing.py: n = 500 dense 19 ms, lanczos 23 ms;
-#: n = 1000 dense 76 ms, lanczos 40 ms; n = 2000 406 ms vs 82 ms; n = 5000 8.6 s vs 0.43 s).
+#: k = 10, 2 cores: n = 500 dense 19 ms, lanczos 23 ms; n = 1000 dense 76 ms, lanczos 40 ms;
+#: n = 2000 406 ms vs 82 ms; n = 5000 8.6 s vs 0.43 s). Decision record:
+#: docs/decisions/0001-eigensolver-auto-dense-crossover.md; probe: benchmarks/probes/probe_auto_dense_max_n.py.
 AUTO_DENSE_MAX_N = 500
 
 #: Up to this size a dense ``A`` is handled on one thread (LAPACK for ``"dense"``, the products

@@ -38,7 +38,8 @@ MiB = 2**20
 MIN_WORK_BYTES = 16 * 2**20
 
 #: Cap on the tiles of a one-pass, GEMM-bound product (the direct Nyström solve's ``K^T W K``, the
-#: Dask tasks' tiles): as measured in ``benchmarks/bench_tiles.py`` / ``bench_shapes.py``.
+#: Dask tasks' tiles): as measured in ``benchmarks/suites/shapes.py`` and by the probe
+#: ``benchmarks/probes/probe_product_tile_bytes.py`` (its 32 MiB side).
 DIRECT_TILE_BYTES = 32 * 2**20
 
 #: Rows (evenly spaced) whose kernel columns' means shift the tiles of a one-pass centred Gram

@@ -1,6 +1,6 @@
 """The Dask engine's overhead: NystroemKernelRidge's CG iteration on a LocalCluster vs in-process.
 
-The synthetic regression of ``bench_scaling.py`` (X ~ N(0, I_28) float32), RBF gamma = 1/(2 d),
+The synthetic regression of the Nyström suite (X ~ N(0, I_28) float32), RBF gamma = 1/(2 d),
 alpha = 1e-6 n, M uniform centres, float32 tiles, ``--max-iter`` CG iterations (tol = 0, so every
 fit runs them all). Two measurements, each run once:
 
@@ -12,14 +12,15 @@ fit runs them all). Two measurements, each run once:
   and the bytes one distributed product moves (v scattered to every worker, partial products,
   result to the client: :attr:`mercer.distributed.DaskKernelOperator.comm_bytes`).
 
-    python benchmarks/bench_dask.py --n 200000 --M 2000 --workers 2
+    python benchmarks/suites/dask_cluster.py --n 200000 --M 2000 --workers 2
+    python benchmarks/suites/dask_cluster.py --quick      # n = 20,000, M = 500, 3 iterations
 
-The ratio printed is distributed / in-process time (the engine's overhead on the same cores).
+The ratio printed is distributed / in-process time (the engine's overhead on the same cores): the
+peer of a Dask fit is the same fit in one process. Results: ``benchmarks/results/dask_cluster/latest.{json,md}``.
 """
 
 from __future__ import annotations
 
-import argparse
 from pathlib import Path
 import sys
 import logging
@@ -31,8 +32,9 @@ import warnings
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_scaling import synthetic  # noqa: E402  (the same generator, drawn per file / partition)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from _common import (machine_info, markdown_table, parse_suite_args, suite_parser,  # noqa: E402
+                     synthetic, write_results)  # the same generator, drawn per file / partition
 
 D = 28
 
@@ -132,14 +134,23 @@ def median_time(fn, reps: int) -> float:
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--n", type=int, default=200_000)
-    ap.add_argument("--M", type=int, default=2_000)
+    ap = suite_parser("dask_cluster", __doc__.split("\n")[0], quick="n = 20,000, M = 500, 3 CG iterations, 1 rep")
+    ap.add_argument("--n", type=int, default=None, help="rows (default 200,000; --quick 20,000)")
+    ap.add_argument("--M", type=int, default=None, help="centres (default 2,000; --quick 500)")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--partitions", type=int, default=None, help="row chunks (default 4 per worker)")
-    ap.add_argument("--max-iter", type=int, default=10)
-    ap.add_argument("--reps", type=int, default=3)
-    args = ap.parse_args(argv)
+    ap.add_argument("--max-iter", type=int, default=None, help="CG iterations (default 10; --quick 3)")
+    ap.add_argument("--reps", type=int, default=None, help="products timed each way (default 3; --quick 1)")
+    args = parse_suite_args(ap, argv)
+    q = args.quick
+    args.n, args.M = args.n or (20_000 if q else 200_000), args.M or (500 if q else 2_000)
+    args.max_iter, args.reps = args.max_iter or (3 if q else 10), args.reps or (1 if q else 3)
+    try:
+        import distributed  # noqa: F401
+    except ImportError as exc:
+        from _common import SkipSuite
+
+        raise SkipSuite(f"dask: the distributed package is not installed ({exc})")
     warnings.filterwarnings("ignore", message=".*conjugate gradient stopped")  # tol=0: by design
 
     import dask.array as da
@@ -222,28 +233,43 @@ def main(argv=None):
         client.close()
         cluster.close()
 
-    print(f"LocalCluster start-up: {startup:.1f} s ({args.workers} workers x 1 thread, {parts} partitions); "
+    lines = []
+
+    def say(text):
+        print(text)
+        lines.append(text)
+
+    say(f"LocalCluster start-up: {startup:.1f} s ({args.workers} workers x 1 thread, {parts} partitions); "
           f"X and y generated into the workers' memory (persist): {persist_s:.1f} s, not in the fit's time")
-    print(f"{'':24s}{'in-process':>14s}{'dask':>14s}{'ratio':>8s}")
-    print(f"{'fit: s / CG iteration':24s}{it_local:14.3f}{it_dask:14.3f}{it_dask / it_local:8.2f}")
+    say(f"{'':24s}{'in-process':>14s}{'dask':>14s}{'ratio':>8s}")
+    say(f"{'fit: s / CG iteration':24s}{it_local:14.3f}{it_dask:14.3f}{it_dask / it_local:8.2f}")
     for k in ("product", "solves"):
-        print(f"{'  of which ' + k:24s}{spent_local[k]:14.3f}{spent_dask[k]:14.3f}"
+        say(f"{'  of which ' + k:24s}{spent_local[k]:14.3f}{spent_dask[k]:14.3f}"
               f"{spent_dask[k] / max(spent_local[k], 1e-9):8.2f}")
     rest_l, rest_d = (it - sum(sp.values()) for it, sp in ((it_local, spent_local), (it_dask, spent_dask)))
-    print(f"{'  the rest':24s}{rest_l:14.3f}{rest_d:14.3f}")
-    print(f"{'fit: iterations':24s}{n_local:14d}{n_dask:14d}")
-    print(f"{'fit: total s':24s}{fit_local:14.1f}{fit_dask:14.1f}{fit_dask / fit_local:8.2f}")
-    print(f"{'K^T K v: s (median)':24s}{t_local:14.3f}{t_dask:14.3f}{t_dask / t_local:8.2f}")
-    print(f"partition products, summed: on the workers {task_s:.3f} s, here on one thread {one_s:.3f} s "
+    say(f"{'  the rest':24s}{rest_l:14.3f}{rest_d:14.3f}")
+    say(f"{'fit: iterations':24s}{n_local:14d}{n_dask:14d}")
+    say(f"{'fit: total s':24s}{fit_local:14.1f}{fit_dask:14.1f}{fit_dask / fit_local:8.2f}")
+    say(f"{'K^T K v: s (median)':24s}{t_local:14.3f}{t_dask:14.3f}{t_dask / t_local:8.2f}")
+    say(f"partition products, summed: on the workers {task_s:.3f} s, here on one thread {one_s:.3f} s "
           f"(ratio {task_s / one_s:.2f}); dask product wall x workers / task sum: "
           f"{t_dask * args.workers / task_s:.2f} (1.0 = no scheduling or transfer cost)")
-    print(f"in-process product on all threads vs one thread: {t_local:.3f} s vs {one_s:.3f} s "
+    say(f"in-process product on all threads vs one thread: {t_local:.3f} s vs {one_s:.3f} s "
           f"(speed-up {one_s / t_local:.2f} on {torch.get_num_threads()} threads)")
-    print(f"bytes per iteration (dask): {comm:,} (v scattered to {args.workers} workers: "
+    say(f"bytes per iteration (dask): {comm:,} (v scattered to {args.workers} workers: "
           f"{M * 4 * args.workers:,}; partials and result: {comm - M * 4 * args.workers:,})")
-    print(f"max |prediction difference| dask vs in-process (1,000 points; float32 tiles and a CG cut at "
+    say(f"max |prediction difference| dask vs in-process (1,000 points; float32 tiles and a CG cut at "
           f"--max-iter are rounding-sensitive: tile shapes alone move it): {diff:.2e}")
-    print(f"load after: {os.getloadavg()}")
+    say(f"load after: {os.getloadavg()}")
+    rows = [{"measure": "fit: s / CG iteration", "in-process": it_local, "dask": it_dask, "dask/in-process": it_dask / it_local},
+            {"measure": "fit: total s", "in-process": fit_local, "dask": fit_dask, "dask/in-process": fit_dask / fit_local},
+            {"measure": "K^T K v: s (median)", "in-process": t_local, "dask": t_dask, "dask/in-process": t_dask / t_local}]
+    write_results(args, {"machine": machine_info(), "n": n, "M": M, "workers": args.workers, "partitions": parts,
+                         "rows": rows, "comm_bytes": comm, "startup_s": startup, "persist_s": persist_s,
+                         "report": lines},
+                  f"Machine: {machine_info()}; n = {n:,}, d = {D}, M = {M:,}, {args.workers} workers x 1 thread, "
+                  f"{parts} partitions\n\n{markdown_table(rows)}\n\n```\n" + "\n".join(lines) + "\n```",
+                  title="The Dask engine's overhead: NystroemKernelRidge on a LocalCluster vs in-process")
 
 
 if __name__ == "__main__":
