@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 # The CPU build of PyTorch (a file on disk in our environment); override for a CUDA machine.
 TORCH  ?= torch==2.13.0
 
-.PHONY: setup demo test test-slow test-all test-sklearn bench clean
+.PHONY: setup demo test test-slow test-all test-sklearn bench bench-quick clean
 
 $(BIN)/.installed: pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -31,8 +31,31 @@ test-all: setup
 test-sklearn: setup
 	$(BIN)/python -m pytest -q -m sklearn_suite tests/test_sklearn_suite.py
 
+# Benchmarks: benchmarks/results/README.md says which suite answers which question; each writes
+# benchmarks/results/<suite>/latest.{json,md} (quick.* with --quick). Data folders come from the
+# environment: MERCER_UCI_DIR (default: shared/data/uci inside or next to this checkout, when there),
+# MERCER_FASHION_MNIST_DIR (default: the Debian package), FALKON_PYTHON (default: FALKON skipped).
+MERCER_UCI_DIR ?= $(firstword $(wildcard $(CURDIR)/shared/data/uci $(abspath $(CURDIR)/../shared/data/uci)))
+export MERCER_UCI_DIR
+#: every suite, in its quick mode (seconds to a minute each; under 10 minutes in all on 2 cores)
+QUICK_SUITES := startup ridge_pca nystroem svm cluster gp gp_ard sketch linear stream dask_cluster shapes gpu
+#: the main suites, in their default mode (hours on 2 cores)
+MAIN_SUITES := ridge_pca nystroem svm cluster gp sketch startup
+
+bench-quick: setup
+	@start=$$(date +%s); failed=""; \
+	for s in $(QUICK_SUITES); do \
+	  echo "== benchmarks/suites/$$s.py --quick"; t=$$(date +%s); \
+	  $(BIN)/python benchmarks/suites/$$s.py --quick || failed="$$failed $$s"; \
+	  echo "== $$s: $$(( $$(date +%s) - t )) s"; \
+	done; \
+	echo "bench-quick: $$(( $$(date +%s) - start )) s in all"; \
+	if [ -n "$$failed" ]; then echo "failed:$$failed"; exit 1; fi
+
 bench: setup
-	$(BIN)/python benchmarks/bench_ridge_pca.py
+	@failed=""; for s in $(MAIN_SUITES); do \
+	  echo "== benchmarks/suites/$$s.py"; $(BIN)/python benchmarks/suites/$$s.py || failed="$$failed $$s"; \
+	done; if [ -n "$$failed" ]; then echo "failed:$$failed"; exit 1; fi
 
 clean:
 	rm -rf $(VENV) build *.egg-info src/*.egg-info .pytest_cache
