@@ -1,4 +1,8 @@
-"""Circle-separable data lifted by Phi_2(x) = (x1, x2, x1^2 + x2^2) become linearly separable.
+"""
+Lifting circle-separable data by a feature map
+==============================================
+
+Circle-separable data lifted by Phi_2(x) = (x1, x2, x1^2 + x2^2) become linearly separable.
 
 The seeds' first picture: labels sign(0.6 - x1^2 - x2^2) cannot be split by a line in the plane,
 but in the lifted space the plane z = 0.6 splits them; the quadratic kernel does the same

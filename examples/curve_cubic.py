@@ -1,4 +1,8 @@
-"""Points on x = t, y = 2 t^2 + t^3 look 2-D but depend on t alone.
+"""
+A cubic curve ordered by one kernel principal component
+=======================================================
+
+Points on x = t, y = 2 t^2 + t^3 look 2-D but depend on t alone.
 
 In the cubic kernel's features the curve lies on a plane (phi(x, y) = [y, x^2, x^3]), and the
 first kernel principal component orders the points as t does (right: rank correlation ~ 1).

@@ -1,4 +1,8 @@
-"""The ellipse x^2 + 4 y^2 = 1 is linear in the quadratic kernel's features (x^2, sqrt(2) xy, y^2).
+"""
+An ellipse explained by quadratic kernel PCA
+============================================
+
+The ellipse x^2 + 4 y^2 = 1 is linear in the quadratic kernel's features (x^2, sqrt(2) xy, y^2).
 
 Kernel PCA with the homogeneous quadratic kernel <x, y>^2 finds that two components explain
 all of the variance (the third is zero: the points lie on the plane x^2 + 4 y^2 = 1 in feature space).

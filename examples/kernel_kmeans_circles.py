@@ -1,4 +1,8 @@
-"""k-means cannot separate two concentric circles; kernel k-means with an RBF kernel can (with a
+"""
+k-means against kernel k-means on two circles
+=============================================
+
+k-means cannot separate two concentric circles; kernel k-means with an RBF kernel can (with a
 few restarts: one seeding often ends in a local minimum that cuts both rings in half)."""
 
 import matplotlib.pyplot as plt

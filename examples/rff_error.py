@@ -1,4 +1,8 @@
-"""Error of the Gram matrix approximations against the number of features m: random Fourier
+"""
+Random Fourier features and Nystroem: Gram error against m
+==========================================================
+
+Error of the Gram matrix approximations against the number of features m: random Fourier
 features fall as 1/sqrt(m) (Rahimi and Recht), Nystroem much faster on data with a decaying spectrum."""
 
 import matplotlib.pyplot as plt

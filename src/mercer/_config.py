@@ -87,7 +87,11 @@ def set_config(**options) -> Config:
 
 @contextlib.contextmanager
 def config_context(**options) -> Iterator[Config]:
-    """Temporarily override options::
+    """Temporarily override options.
+
+    Examples
+    --------
+    ::
 
         with mercer.config_context(memory_budget=64 * 2**20):
             model.fit(X, y)
