@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 # The CPU build of PyTorch (a file on disk in our environment); override for a CUDA machine.
 TORCH  ?= torch==2.13.0
 
-.PHONY: setup demo test test-slow test-all test-sklearn bench bench-quick clean
+.PHONY: setup demo test test-slow test-all test-sklearn bench bench-quick docs docs-screenshots clean
 
 $(BIN)/.installed: pyproject.toml Makefile
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)

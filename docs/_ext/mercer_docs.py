@@ -120,19 +120,23 @@ def api_page() -> str:
 _LINK = re.compile(r"(!?)\[([^\]]*)\]\(([^)\s]+)\)")
 
 
-def _clean_markdown(text: str, source: Path, out_dir: Path, shift_to: int = 2) -> str:
+def _clean_markdown(text: str, source: Path, out_dir: Path, shift_to: int = 2, pages: dict | None = None) -> str:
     """A results file as a page body: its headings start at level ``shift_to``; images beside it are
-    copied next to the page; links to other files become their repository paths in code."""
+    copied next to the page; links to a rendered results file (``pages``: path -> page name) go to
+    its page, links to other files become their repository paths in code."""
 
     def link(m: re.Match) -> str:
         bang, label, target = m.groups()
         if re.match(r"[a-z]+://", target) or target.startswith("#"):
             return m.group(0)
         path = (source.parent / target).resolve()
+        if not bang and pages and path in pages:
+            return f"[{label}]({pages[path]}.md)"
         if bang:
             if path.is_file():
-                shutil.copy2(path, out_dir / path.name)
-                return f"![{label}]({path.name})"
+                name = path.relative_to(RESULTS).as_posix().replace("/", "__") if RESULTS in path.parents else path.name
+                shutil.copy2(path, out_dir / name)
+                return f"![{label}]({name})"
             return f"(image `{target}` not present)"
         try:
             shown = path.relative_to(ROOT).as_posix()
@@ -168,18 +172,19 @@ def benchmark_pages() -> None:
         shutil.rmtree(out)
     out.mkdir(parents=True)
     suites = _suites()
+    pages = {path.resolve(): suite.replace("/", "__") for suite, path in suites}
     index = ["% Written by docs/_ext/mercer_docs.py at build time from benchmarks/results/.\n",
              "# Results by suite\n"]
     readme = RESULTS / "README.md"
     if readme.is_file():
-        index.append(_clean_markdown(readme.read_text(), readme, out, shift_to=2))
+        index.append(_clean_markdown(readme.read_text(), readme, out, shift_to=2, pages=pages))
     if suites:
         index.append("\nOne page per suite, each rendered from `benchmarks/results/<suite>/latest.md` when the "
                      "documentation was built:\n")
         entries = []
         for suite, path in suites:
             slug = suite.replace("/", "__")
-            body = _clean_markdown(path.read_text(), path, out)
+            body = _clean_markdown(path.read_text(), path, out, pages=pages)
             rel = path.relative_to(ROOT).as_posix()
             (out / f"{slug}.md").write_text(f"# Suite: {suite}\n\nRendered from `{rel}`.\n\n{body}")
             entries.append(slug)
