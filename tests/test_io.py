@@ -504,13 +504,22 @@ def test_format_version_1_files_still_load(name):
     est = load(path)
     out = _output(est, X_new[:, :est.n_features_in_] if hasattr(est, "n_features_in_") else X_new)
     expected = np.load(_V1 / "expected.npz")
+    # The files hold the same state, but predict reruns BLAS products whose rounding depends on
+    # the CPU's kernels: float64 models agree to ~1e-13, float32 ones (dtype="float32": the
+    # products run in float32) only to float32 rounding amplified by the products' cancellation,
+    # measured 2.7e-6 of the largest output on AMD EPYC (NystroemKernelRidge).
+    float32 = str(getattr(est, "dtype", None)).removeprefix("torch.") == "float32"
     for i, part in enumerate(out if isinstance(out, tuple) else (out,)):
         want = expected[f"{name}/{i}"]
         got = np.asarray(part)
         if got.dtype == object:
             got = got.astype(str)
-        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12) if got.dtype.kind == "f" else \
+        if got.dtype.kind != "f":
             np.testing.assert_array_equal(got, want)
+        elif float32:
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
+        else:
+            np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
 
 
 def load_digits_new():

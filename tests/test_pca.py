@@ -170,8 +170,10 @@ def test_non_symmetric_precomputed_gram_is_centred_as_h_k_h(solver):
     ours = KernelPCA(1, kernel="precomputed", eigen_solver=solver, random_state=0).fit(K)
     ref = SkKernelPCA(1, kernel="precomputed", eigen_solver="dense").fit(K)
     np.testing.assert_allclose(ours.eigenvalues_, [18.0], rtol=1e-12)
-    np.testing.assert_allclose(ours.eigenvectors_.numpy()[:, 0], [2**-0.5, -(2**-0.5)], rtol=1e-12)
-    np.testing.assert_allclose(ours.transform(K), ref.transform(K), atol=1e-12)
+    # The sign of the eigenvector is arbitrary, and no sign rule can pin it here: its two entries
+    # tie in magnitude up to the last bit, which the eigensolver's rounding (BLAS-dependent) decides.
+    same_up_to_sign(ours.eigenvectors_.numpy(), [[2**-0.5], [-(2**-0.5)]], 1e-12)
+    same_up_to_sign(ours.transform(K), ref.transform(K), 1e-12)
 
 
 @pytest.mark.parametrize("budget", [None, 1_000])  # 1 kB: the blocked operator

@@ -154,9 +154,14 @@ def test_nystroem_intercept_float32_cg_converges_with_a_tiny_alpha():
     ref = NystroemKernelRidge(dtype="float64", **kw).fit(X, y)
     assert m32.residual_[0] <= m32.tol and m32.n_iter_[0] < 2 * ref.n_iter_[0]
     rmse = {k: np.sqrt(np.mean((m.predict(Xt) - f(Xt)) ** 2)) for k, m in (("32", m32), ("64", ref))}
-    # float32 at lambda = 1e-8: the summation order (thread count) moves the float32 RMSE between
-    # 0.049 and 0.079 (measured: 2 threads / 1 thread); the breakdown this guards against gave 0.31
-    assert rmse["64"] < 0.06 and rmse["32"] < 3 * rmse["64"]
+    # float32 at lambda = 1e-8 is at its precision floor, not near the float64 model: the
+    # coefficients reach ~7e5 and each prediction cancels sums of |K b| ~ 6e6 down to ~3, so float32
+    # tiles leave errors of eps32 * 6e6 ~ 0.1-0.4 (the same coefficients predicted in float64: 0.115;
+    # the normal equations' true residual stalls at 1.8e-3 whatever tol). Its RMSE is then set by
+    # rounding: 0.049-0.079 on an earlier CPU, 0.128 on AMD EPYC (1 or 2 threads), 0.083-0.206 over 30
+    # orders of the same rows, against 0.029 in float64. The breakdown this guards against gave 0.31
+    # and a residual of 0.39 after 4 iterations, which the residual and iteration checks above catch.
+    assert rmse["64"] < 0.06 and rmse["32"] < 0.25
 
 
 def test_nystroem_centred_operator_products_equal_dense_centred_matrix():

@@ -49,10 +49,13 @@ def lower_gram(L: torch.Tensor) -> torch.Tensor:
     """
     out = torch.empty(L.shape, dtype=L.dtype, device=L.device)
     _gram_into(L, out)
+    _mirror_lower(out)
     return out
 
 
 def _gram_into(L: torch.Tensor, out: torch.Tensor) -> None:
+    """The lower triangle of ``L^T L`` into ``out`` (its strict upper triangle is left unspecified:
+    a GEMM ``X^T X`` need not be bitwise symmetric, e.g. with OpenBLAS on AMD EPYC)."""
     M = L.shape[0]
     if M <= GRAM_LEAF:
         out.copy_(L.mT @ L)
@@ -62,8 +65,17 @@ def _gram_into(L: torch.Tensor, out: torch.Tensor) -> None:
     _gram_into(A, out[:k, :k])
     out[:k, :k].addmm_(B.mT, B)
     out[k:, :k].copy_(C.mT @ B)
-    out[:k, k:].copy_(out[k:, :k].mT)
     _gram_into(C, out[k:, k:])
+
+
+def _mirror_lower(out: torch.Tensor) -> None:
+    """Copy the strict lower triangle of the square ``out`` onto its upper one (exactly symmetric),
+    in diagonal blocks of GRAM_LEAF rows (temporaries of one block, not of the matrix)."""
+    M, b = out.shape[0], GRAM_LEAF
+    for j in range(0, M, b):
+        D = out[j:j + b, j:j + b]
+        D.copy_(D.tril() + D.tril(-1).mT)
+        out[j:j + b, j + b:].copy_(out[j + b:, j:j + b].mT)
 
 
 def _inner_factor(L: torch.Tensor, lam: float, work: torch.dtype, owner: str) -> torch.Tensor:

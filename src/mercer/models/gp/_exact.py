@@ -244,6 +244,10 @@ class GaussianProcessRegressor(_GPBase):
             self.kernel_.theta = self.theta_
             if self.optimizer is not None:
                 self.kernel_._check_bounds_params()  # scikit-learn's warnings, its wording
+        # The mapping anchored at the fitted kernel_, as mercer.io's load rebuilds it: c + J theta_
+        # anchored at the starting theta rounds differently (gamma off by ulps), and a loaded model
+        # would not predict bit for bit.
+        self._sk = SklearnTheta(self.kernel_, self.n_features_in_, type(self).__name__)
         self._kernel = self._sk.build(self.theta_)
         self.noise_ = self._noise0
 
