@@ -69,16 +69,22 @@ docs: setup $(BIN)/.docs-installed
 	cd docs && MERCER_DOCS_PLOT=0 $(SPHINX) -b doctest -W --keep-going -d _build/doctrees . _build/doctest
 	cd docs && $(SPHINX) -b html -W --keep-going -j auto -d _build/doctrees . _build/html
 
-# Screenshots of three built pages into docs/screenshots/ (Debian's chromium: apt-get install -y chromium).
+# Screenshots of three built pages into docs/screenshots/, with Debian's chromium (installed when
+# missing) on a build that takes MathJax from Debian's libjs-mathjax (the page is read offline).
 CHROMIUM ?= chromium
-SHOT = $(CHROMIUM) --headless --no-sandbox --hide-scrollbars --window-size=1280,1600
-docs-screenshots:
-	command -v $(CHROMIUM) >/dev/null || (apt-get update && apt-get install -y chromium)
-	test -f docs/_build/html/index.html || $(MAKE) docs
+MATHJAX  := /usr/share/javascript/mathjax/MathJax.js
+SHOTS    := $(CURDIR)/docs/_build/screenshots
+SHOT      = $(CHROMIUM) --headless --no-sandbox --hide-scrollbars --allow-file-access-from-files \
+	--virtual-time-budget=10000 --window-size=1280,1600
+docs-screenshots: setup $(BIN)/.docs-installed
+	command -v $(CHROMIUM) >/dev/null && test -f $(MATHJAX) || \
+	  (apt-get update && apt-get install -y chromium libjs-mathjax fonts-mathjax)
+	cd docs && MERCER_DOCS_MATHJAX="file://$(MATHJAX)?config=TeX-AMS-MML_HTMLorMML" \
+	  $(SPHINX) -b html -q -d _build/doctrees-screenshots . $(SHOTS)
 	mkdir -p docs/screenshots
-	$(SHOT) --screenshot=$(CURDIR)/docs/screenshots/getting_started.png file://$(CURDIR)/docs/_build/html/getting_started.html
-	$(SHOT) --screenshot=$(CURDIR)/docs/screenshots/user_guide_nystroem.png file://$(CURDIR)/docs/_build/html/user_guide/nystroem.html
-	$(SHOT) --screenshot=$(CURDIR)/docs/screenshots/gallery_nystroem_digits.png file://$(CURDIR)/docs/_build/html/auto_examples/nystroem_digits.html
+	$(SHOT) --screenshot=$(CURDIR)/docs/screenshots/getting_started.png file://$(SHOTS)/getting_started.html
+	$(SHOT) --screenshot=$(CURDIR)/docs/screenshots/user_guide_nystroem.png file://$(SHOTS)/user_guide/nystroem.html
+	$(SHOT) --screenshot=$(CURDIR)/docs/screenshots/gallery_nystroem_digits.png file://$(SHOTS)/auto_examples/nystroem_digits.html
 
 clean:
 	rm -rf $(VENV) build *.egg-info src/*.egg-info .pytest_cache docs/_build

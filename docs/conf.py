@@ -49,6 +49,10 @@ numpydoc_show_class_members = False
 numpydoc_class_members_toctree = False
 numpydoc_validation_checks = set()
 
+# MathJax from its CDN by default; `make docs-screenshots` (offline) points this at Debian's copy.
+if os.environ.get("MERCER_DOCS_MATHJAX"):
+    mathjax_path = os.environ["MERCER_DOCS_MATHJAX"]
+
 html_theme = "furo"
 html_title = f"mercer {release}"
 html_static_path = []
