@@ -49,8 +49,21 @@ def escape_trailing_underscores(app, what, name, obj, options, lines):
         lines[i] = "".join(p if j % 2 else _TRAILING.sub(r"\1\\_", p) for j, p in enumerate(parts))
 
 
+def skip_borrowed_members(app, what, name, obj, skip, options):
+    """Members that scikit-learn writes into every estimator (``set_fit_request`` and the other
+    metadata-routing setters) or that come from its mixins (``score``) carry scikit-learn's
+    docstrings and cross-references: they are documented there, not here."""
+    if re.fullmatch(r"set_\w+_request", name):
+        return True
+    module = getattr(obj, "__module__", None) or ""
+    if module.startswith("sklearn"):
+        return True
+    return None
+
+
 def setup(app):
     app.connect("autodoc-process-docstring", escape_trailing_underscores, priority=100)
+    app.connect("autodoc-skip-member", skip_borrowed_members)
     return {"parallel_read_safe": True}
 
 FAMILY_TITLES = {
