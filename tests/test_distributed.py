@@ -7,12 +7,13 @@ import logging
 import os
 import signal
 import time
+import warnings
 
 import numpy as np
 import pytest
 
 import mercer
-from mercer.linalg import distributed_engine
+from mercer.linalg import NumericalWarning, distributed_engine
 from mercer.models.ridge import _nystroem
 
 da = pytest.importorskip("dask.array")
@@ -92,6 +93,42 @@ def test_regressor_on_cluster_equals_in_memory(in_force, solver, fit_intercept):
                                                          da.from_array(y, chunks=90), sample_weight=sw)
     assert _ran_on_workers(ts, "_part_kt_k" if solver == "direct" else "_part_kt_k_v") >= 4  # 4 partitions
     np.testing.assert_allclose(model.predict(Xt), ref.predict(Xt), rtol=0, atol=1e-6)
+
+
+#: Safety factor of the engines' agreement bound: each engine's coefficients are off by about
+#: cond * (a few eps) (its own summation order of K_nM^T W K_nM, then a backward stable Cholesky
+#: solve), the difference by at most twice that; the estimate is a lower bound of cond (to a small factor).
+_AGREEMENT_FACTOR = 10
+
+
+@pytest.mark.parametrize("scaled", [True, False], ids=["scaled", "unscaled"])
+def test_engines_agree_to_the_conditionings_bound(in_force, monkeypatch, scaled):
+    """The Dask and in-memory direct Nyström solves agree to _AGREEMENT_FACTOR * cond * eps (coefficients,
+    relative), cond being the condition estimate of their system; unscaled features (cond ~1e14) warn."""
+    rng = np.random.default_rng(0)
+    n = 1500
+    X = rng.normal(size=(n, 5)) * np.array([300, 1, 1, 1, 1.0])
+    y = np.sin(X[:, 1]) + X[:, 0] / 300 + 0.1 * rng.normal(size=n)
+    if scaled:
+        X = (X - X.mean(0)) / X.std(0)
+    params = dict(gamma=0.2 if scaled else 1e-4, alpha=1e-3, n_centers=100, solver="direct", dtype="float64",
+                  random_state=0)
+    conds = []
+    warn = _nystroem.warn_ill_conditioned
+    monkeypatch.setattr(_nystroem, "warn_ill_conditioned", lambda *a, **k: conds.append(warn(*a, **k)))
+    with warnings.catch_warnings(record=True) as record:
+        warnings.simplefilter("always")
+        ref = mercer.NystroemKernelRidge(**params).fit(X, y)
+        model = mercer.NystroemKernelRidge(**params).fit(da.from_array(X, chunks=(n // 3, -1)),
+                                                         da.from_array(y, chunks=n // 3))
+    ill = [w for w in record if issubclass(w.category, NumericalWarning) and "ill-conditioned" in str(w.message)]
+    assert len(conds) == 2 and len(ill) == (0 if scaled else 2)
+    bound = _AGREEMENT_FACTOR * max(conds) * np.finfo(np.float64).eps
+    assert bound < 1e-7 if scaled else bound > 1e-2
+    rel = np.linalg.norm(model.coef_ - ref.coef_) / np.linalg.norm(ref.coef_)
+    assert rel <= bound
+    pred, pred_ref = model.predict(X), ref.predict(X)
+    assert np.abs(pred - pred_ref).max() <= bound * np.abs(pred_ref).max()
 
 
 def test_regressor_dataframe_and_numpy_y(in_force):

@@ -9,7 +9,8 @@ from ._plan import (CROSS_SCRATCH_MIN_BYTES, DIRECT_TILE_BYTES, DISTANCE_TILE_BY
 from ._cg import CGResult, CGState, conjugate_gradient
 from ._engines import LocalEngine, distributed_engine, engine_for, register_engine
 from ._eig import DENSE_SERIAL_MAX_N, ConvergenceWarning, EigResult, auto_method, nystrom_start, top_eigenpairs
-from ._factor import CholeskyFactor, NumericalWarning, blocked_cholesky, jittered_cholesky
+from ._factor import (ILL_CONDITIONED_ERROR, CholeskyFactor, NumericalWarning, blocked_cholesky, condition_estimate,
+                      jittered_cholesky, warn_ill_conditioned)
 from ._mixed import (MixedSolveInfo, fill_lower_gram, fill_mixed_gram, gram_tile_plan, mixed_precision_solve,
                      symmetric_matvec)
 from ._operator import KernelOperator, Statistics
@@ -60,6 +61,9 @@ __all__ = [
     "MemoryBudgetError",
     "MixedSolveInfo",
     "NumericalWarning",
+    "ILL_CONDITIONED_ERROR",
+    "condition_estimate",
+    "warn_ill_conditioned",
     "STREAMED_METHODS",
     "StreamedMethodsMixin",
     "SymmetricGram",

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
+import os
+import sys
 import threading
 import warnings
 from collections.abc import Callable
@@ -15,7 +18,8 @@ import torch
 from .._progress import task
 from ._blocking import _OBSERVER, LAPACK_WORKER_MIN_N, row_blocks
 
-__all__ = ["CholeskyFactor", "blocked_cholesky", "jittered_cholesky", "NumericalWarning"]
+__all__ = ["CholeskyFactor", "blocked_cholesky", "jittered_cholesky", "NumericalWarning", "condition_estimate",
+           "warn_ill_conditioned", "ILL_CONDITIONED_ERROR"]
 
 log = logging.getLogger(__name__)
 
@@ -222,3 +226,104 @@ def jittered_cholesky(A: torch.Tensor, *, rebuild=None, max_tries: int = 6, owne
         "the matrix is far from positive semi-definite. Check the kernel with "
         "mercer.kernels.check_mercer or increase the regularisation."
     )
+
+
+#: Relative error of a solve's coefficients from which :func:`warn_ill_conditioned` warns. A backward
+#: stable Cholesky solve (and the summation that built the matrix: another engine, another order)
+#: perturbs ``A`` by a few ``eps ||A||``, so the coefficients carry a relative error of about
+#: ``cond(A) * eps`` (eps of the factor's dtype). Past 1e-3 they have fewer than three reliable digits:
+#: two engines (or two machines) give visibly different coefficients, and often predictions differing
+#: in the fourth digit, with identical test error. In float64 that is cond > 4.5e12; ordinary problems
+#: stay far below (the test suite's direct Nystroem solves: 1e5-1e10). In float32, cond > 8.4e3.
+ILL_CONDITIONED_ERROR = 1e-3
+#: Power iterations of :func:`condition_estimate` on ``A`` and on ``A^{-1}`` (each one pass over the triangle).
+_COND_ITER = 3
+#: Rows per block of the triangular products of :func:`condition_estimate`.
+_COND_BLOCK = 512
+
+
+def _lower_mv(L: torch.Tensor, x: torch.Tensor, transpose: bool) -> torch.Tensor:
+    """``L x`` (or ``L^T x``) reading only ``L``'s lower triangle, by row blocks (no n x n copy)."""
+    n = L.shape[0]
+    y = torch.zeros_like(x)
+    for k in range(0, n, _COND_BLOCK):
+        e = min(n, k + _COND_BLOCK)
+        D = torch.tril(L[k:e, k:e])
+        if transpose:
+            y[:k] += L[k:e, :k].mT @ x[k:e]
+            y[k:e] += D.mT @ x[k:e]
+        else:
+            y[k:e] = L[k:e, :k] @ x[:k] + D @ x[k:e]
+    return y
+
+
+def condition_estimate(L: torch.Tensor) -> float:
+    """A cheap estimate of the 2-norm condition number of ``A = L L^T`` from its Cholesky factor ``L``
+    (only the lower triangle is read): O(n^2) work, against the factorisation's n^3 / 3.
+
+    ``(max L_ii / min L_ii)^2`` (the diagonal holds ``L``'s eigenvalues, so ``cond(L) >=`` their ratio
+    and ``cond(A) = cond(L)^2``), or, when larger, the product of :data:`_COND_ITER` power iterations on
+    ``A`` (from the all-ones vector: a kernel matrix's leading eigenvector is close to it) and on
+    ``A^{-1}`` (two triangular solves per step, from a fixed pseudo-random vector). Each is a lower
+    bound of ``cond(A)``; the power iterations are typically within a small factor of it.
+    Infinite when ``L`` has a zero (or non-finite) diagonal entry.
+    """
+    n = L.shape[0]
+    if n == 0:
+        return 1.0
+    d = L.diagonal().abs()
+    lo, hi = float(d.min()), float(d.max())
+    if not (lo > 0 and math.isfinite(hi)):
+        return math.inf
+    est = (hi / lo) ** 2
+    with torch.no_grad():
+        x = torch.ones(n, 1, dtype=L.dtype, device=L.device) / math.sqrt(n)
+        big = 0.0
+        for _ in range(_COND_ITER):
+            y = _lower_mv(L, _lower_mv(L, x, transpose=True), transpose=False)
+            big = float(torch.linalg.vector_norm(y))
+            if not big > 0:
+                break
+            x = y / big
+        g = torch.Generator(device="cpu").manual_seed(0)
+        x = torch.rand(n, 1, generator=g, dtype=torch.float64).sub_(0.5).to(L)
+        x /= torch.linalg.vector_norm(x)
+        factor = CholeskyFactor(L, 0.0)
+        small = 0.0
+        for _ in range(_COND_ITER):
+            y = factor.solve(x)
+            small = float(torch.linalg.vector_norm(y))
+            if not math.isfinite(small):
+                return math.inf
+            if not small > 0:
+                break
+            x = y / small
+    est = max(est, big * small)
+    return est if math.isfinite(est) else math.inf
+
+
+def _user_stacklevel() -> int:
+    """The ``stacklevel`` of :func:`warnings.warn` called from this module's caller that points at the
+    first frame outside the mercer package (the user's ``fit``; wrappers and call depths vary)."""
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    frame, level = sys._getframe(2), 2  # the caller of warn_ill_conditioned
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(root + os.sep):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
+def warn_ill_conditioned(L: torch.Tensor, *, owner: str, what: str, advice: str) -> float:
+    """Warn (:class:`NumericalWarning`, attributed to the first caller outside mercer) when
+    ``condition_estimate(L) * eps`` of ``L``'s dtype exceeds :data:`ILL_CONDITIONED_ERROR`: the
+    solution of ``L L^T x = b`` is then ill-determined. ``what`` names the system, ``advice`` says
+    what to do. The warning carries the estimate as its ``condition`` attribute. Returns the estimate."""
+    cond = condition_estimate(L)
+    eps = torch.finfo(L.dtype).eps
+    if cond * eps > ILL_CONDITIONED_ERROR:
+        w = NumericalWarning(
+            f"{owner}: {what} is ill-conditioned (condition number >= {cond:.1e} estimated, in "
+            f"{str(L.dtype)[6:]}): the coefficients are ill-determined, relative error up to about "
+            f"{min(cond * eps, 1.0):.0e} (another engine or machine may give visibly different ones). {advice}")
+        w.condition = cond
+        warnings.warn(w, stacklevel=_user_stacklevel())
+    return cond

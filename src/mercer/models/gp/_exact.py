@@ -31,7 +31,8 @@ from sklearn.utils.validation import check_is_fitted
 from ..._backend import as_output
 from ..._validation import Interval, Options
 from ...kernels import DistanceCache, LearnableKernel, is_sklearn_kernel, resolve_kernel
-from ...linalg import KernelOperator, MemoryBudgetError, format_bytes, jittered_cholesky, row_blocks
+from ...linalg import (KernelOperator, MemoryBudgetError, format_bytes, jittered_cholesky, row_blocks,
+                       warn_ill_conditioned)
 from .._hyperopt import chol_with_jitter
 from ._common import _LOG2PI, GP_CONSTRAINTS, _GPBase
 from ._sklearn_mode import SklearnTheta, default_kernel
@@ -301,6 +302,11 @@ class GaussianProcessRegressor(_GPBase):
                     f"The kernel, {self.kernel_}, is not returning a positive definite matrix. Try gradually "
                     "increasing the 'alpha' parameter of your GaussianProcessRegressor estimator.") from exc
         self.L_, self.jitter_ = factor.L.tril_(), factor.jitter
+        if self._sk is None:  # (scikit-learn's mode, alpha=1e-10 by default, stays silent as scikit-learn is)
+            warn_ill_conditioned(self.L_, owner=type(self).__name__,
+                                 what=f"K + noise I (noise={float(np.max(self.noise_)):.3g})",
+                                 advice="Scale the features (e.g. sklearn.preprocessing.StandardScaler), or raise "
+                                        "the noise level (or its lower bound).")
         alpha = factor.solve(Yt)
         self.X_train_ = Xt
         self.y_train_ = Yt

@@ -25,7 +25,7 @@ from ..._backend import as_output
 from ..._validation import Interval, Options, check_params, describe
 from ...approx import check_finite, explicit_feature_map
 from ...linalg import (KernelOperator, MemoryBudgetError, fill_lower_gram, fill_mixed_gram, format_bytes, gram_tile_plan,
-                       jittered_cholesky, mixed_precision_solve, plan_rows, row_blocks)
+                       jittered_cholesky, mixed_precision_solve, plan_rows, row_blocks, warn_ill_conditioned)
 from .._base import (COMPUTE_CONSTRAINTS, KERNEL_CONSTRAINTS, KernelEstimatorMixin, check_class_labels,
                      labels_from_scores)
 
@@ -47,6 +47,11 @@ _MIXED_MIN_N = 2000
 #: Smallest ``alpha``, relative to the Gram's largest diagonal entry, for which the float32 factor is
 #: tried: at 1e-5 (n = 5,000, RBF) it took 16 refinement iterations, at 1e-6 it was not positive definite.
 _MIXED_MIN_ALPHA = 1e-5
+#: What a user can do about an ill-conditioned solve (mercer.linalg.warn_ill_conditioned). The mixed
+#: path is not checked: its gate bounds cond(K + alpha I) <= 1 + n / _MIXED_MIN_ALPHA (K's largest
+#: eigenvalue is at most n times its largest diagonal entry), below the float64 threshold (4.5e12)
+#: for any n it can hold; its refinement reaches a float64 backward error.
+_ILL_CONDITIONED_ADVICE = "Scale the features (e.g. sklearn.preprocessing.StandardScaler) or raise alpha."
 
 #: mercer's compute parameters, ``dtype`` also as a torch or numpy dtype, as ``resolve_dtype`` takes it
 #: (KernelRidgeCV and MKL pass their resolved torch dtype to the KernelRidge they fit).
@@ -308,6 +313,8 @@ class _KernelRidgeBase(KernelEstimatorMixin, BaseEstimator):
 
             factor = jittered_cholesky(K, rebuild=rebuild, owner=type(self).__name__, blocked=True)
             self.jitter_ = factor.jitter
+            warn_ill_conditioned(factor.L, owner=type(self).__name__, advice=_ILL_CONDITIONED_ADVICE,
+                                 what=f"the Gram matrix plus alpha (alpha={a:g})")
             sols.append(factor.solve(B))
             del K, factor
         return sols
@@ -336,6 +343,8 @@ class _KernelRidgeBase(KernelEstimatorMixin, BaseEstimator):
             M.diagonal().add_(float(a))
             factor = jittered_cholesky(M, owner=type(self).__name__)
             self.jitter_ = factor.jitter
+            warn_ill_conditioned(factor.L, owner=type(self).__name__, advice=_ILL_CONDITIONED_ADVICE,
+                                 what=f"the primal normal equations plus alpha (alpha={a:g})")
             coef[:, cols] = factor.solve(B[:, cols])
         return coef, eq.intercept(coef)
 

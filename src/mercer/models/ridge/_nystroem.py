@@ -40,7 +40,8 @@ from ..._validation import Interval, Options, check_at_most, check_params
 from ...approx import (LANDMARKS_CONSTRAINTS, check_finite, check_landmarks_param, check_params_fit_dtype,
                        select_landmarks)
 from ...linalg import (ConvergenceWarning, FalkonPreconditioner, KernelOperator, conjugate_gradient, engine_for,
-                       falkon_solve_bytes, jittered_cholesky, lower_gram, nystroem_plan)
+                       falkon_solve_bytes, jittered_cholesky, lower_gram, nystroem_plan,
+                       warn_ill_conditioned)
 from ...sources import RowSource
 from .._base import COMPUTE_CONSTRAINTS, KERNEL_CONSTRAINTS, KernelEstimatorMixin
 from ._checkpoint import Checkpoint, fingerprint
@@ -49,6 +50,11 @@ from ._exact import RidgeClassifierMixin, _check_alpha, add_intercept, intercept
 __all__ = ["NystroemKernelRidge", "NystroemKernelRidgeClassifier"]
 
 log = logging.getLogger(__name__)
+
+
+#: What a user can do about an ill-conditioned solve (see mercer.linalg.warn_ill_conditioned).
+_ILL_CONDITIONED_ADVICE = ("Scale the features (e.g. sklearn.preprocessing.StandardScaler; the kernel's gamma is "
+                           "then meaningful for every feature), raise alpha, or use fewer centres.")
 
 
 def _alpha_groups(alphas: np.ndarray) -> dict[float, list[int]]:
@@ -210,6 +216,9 @@ class _NystroemRidgeBase(KernelEstimatorMixin, BaseEstimator):
             A.add_(K_mm, alpha=a)
             fac = jittered_cholesky(A, owner=type(self).__name__)
             self.jitter_ = max(self.jitter_, fac.jitter)
+            warn_ill_conditioned(fac.L, owner=type(self).__name__,
+                                 what=f"the direct solve's system K_nM^T W K_nM + alpha K_MM (alpha={a:g})",
+                                 advice=_ILL_CONDITIONED_ADVICE)
             coef[:, cols] = fac.solve(rhs[:, cols])
             self.n_iter_[cols] = 1  # one direct solve (scikit-learn's convention: n_iter_ >= 1)
         return coef
