@@ -230,6 +230,9 @@ class KernelOperator:
             if kept is not None:
                 kept[r] = Kr
             yield r, Kr
+            # One tile alive at a time (the plan's tile is the budget): this reference goes before the
+            # next tile is computed, and the consumers drop theirs at the end of each step.
+            del Kr
         if kept is not None:
             self._kept = kept
             log.debug("kernel matrix %d x %d kept (%s)", n, m, format_bytes(n * m * self.dtype.itemsize))
@@ -256,6 +259,7 @@ class KernelOperator:
         if len(cols) == 1:
             for r, Kr in self._full_rows():
                 out[r].addmm_(Kr, v)
+                del Kr
             return out[:, 0] if squeeze else out
         for r, Xb, rb in self._row_chunks():
             for c in cols:
@@ -276,6 +280,7 @@ class KernelOperator:
                     out.addmm_(Kr.T, u[r])
                 else:
                     out.add_(Kr.T @ u[r])
+                del Kr
             return out[:, 0] if squeeze else out
         for r, Xb, rb in self._row_chunks():
             for c in cols:
@@ -309,6 +314,7 @@ class KernelOperator:
                     acc.addmm_(Kr.T, w)
                 else:
                     out.add_(Kr.T @ w)
+                del Kr
             return out[:, 0] if squeeze else out
         for r, Xb, rb in self._row_chunks():
             w = torch.zeros(r.stop - r.start, v.shape[1], dtype=self.dtype, device=self.device)
@@ -355,6 +361,7 @@ class KernelOperator:
                     Ku.addmm_(Kr.T, u[r])
                 else:
                     Ku.add_(Kr.T @ u[r])
+            del Kr
         out.tril_()
         return out.add_(out.tril(-1).mT), Ku
 
