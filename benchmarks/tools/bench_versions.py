@@ -1,8 +1,10 @@
 """Two versions of mercer side by side: the same workloads, each in fresh processes, alternating
 old and new, on real data. For refactors that must not change speed.
 
-    git worktree add /tmp/mercer_old <commit>          # the version to compare with (outside the repo)
-    .venv/bin/python benchmarks/bench_versions.py --old /tmp/mercer_old/src [--repeats 3] [--cases a,b]
+    git worktree add ../mercer_old <commit>            # the version to compare with (outside the repo)
+    .venv/bin/python benchmarks/tools/bench_versions.py --old ../mercer_old/src [--repeats 3] [--cases a,b]
+
+Data: the UCI sets in ``$MERCER_UCI_DIR``. Results so far: ``benchmarks/results/versions/*.md``.
 
 Each measurement is one fresh process: ``cold`` is process start (imports, numba's cache load,
 first-call costs) to the end of the first fit+predict, as a CLI user meets it; ``warm`` is a second
@@ -20,11 +22,11 @@ import subprocess
 import sys
 import time
 
-from _common import load_average, markdown_table
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+from _common import ROOT, load_average, markdown_table, uci_dir  # noqa: E402
 
-HERE = pathlib.Path(__file__).resolve().parent
-NEW_SRC = HERE.parent / "src"
-DATA = HERE.parent.parent / "shared" / "data" / "uci"
+NEW_SRC = ROOT / "src"
+DATA = uci_dir()
 
 #: name -> (data, code run twice; ``X, y, Xt`` are the training and test inputs)
 CASES = {
@@ -88,8 +90,8 @@ def main() -> None:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--cases", default="", help="comma-separated substrings of case names")
     args = ap.parse_args()
-    if not DATA.is_dir():
-        sys.exit(f"needs the UCI sets in {DATA}")
+    if DATA is None:
+        sys.exit("needs the UCI sets: set MERCER_UCI_DIR")
     wanted = [c for c in CASES if not args.cases or any(s in c for s in args.cases.split(","))]
     rows = []
     print(f"load average at start: {load_average()}", flush=True)
