@@ -31,6 +31,7 @@ from .._validation import Options, check_at_most, check_param, describe, is_torc
 from ..kernels import Kernel
 from ..kmeans import d2_sampling, kmeans
 from ..linalg import DENSE_SERIAL_MAX_N, default_memory_budget, jittered_cholesky, plan_rows, row_blocks
+from ..linalg._eig import eigh as _eigh  # in a worker thread for large matrices: Ctrl-C is heard
 from ..sources import RowSource
 from ._cholesky import pivoted_cholesky
 from ._finite import check_finite
@@ -97,7 +98,7 @@ def _leverage_scores(kernel: Kernel, X: torch.Tensor, M: int, reg: float | None,
     pilot = _rnd.randperm(generator, n, device=X.device)[:s]
     Z = X[pilot]
     K_ss = kernel(Z).to(torch.float64)
-    evals, U = torch.linalg.eigh(K_ss)
+    evals, U = _eigh(K_ss)
     keep = evals > evals.max().clamp_min(0) * s * torch.finfo(torch.float64).eps
     N = U[:, keep] / evals[keep].sqrt()[None, :]  # Phi = K_ns N, Phi Phi^T = K_ns K_ss^+ K_sn
     r = int(keep.sum())
@@ -108,7 +109,7 @@ def _leverage_scores(kernel: Kernel, X: torch.Tensor, M: int, reg: float | None,
     for rs in row_blocks(n, rows, desc="leverage scores: pilot covariance"):
         Phi = kernel(X[rs], Z).to(torch.float64) @ N
         C.addmm_(Phi.T, Phi)
-    sig, V = torch.linalg.eigh(C)
+    sig, V = _eigh(C)
     sig = sig.clamp_min(0.0)
     if reg is None:  # effective dimension ~ M / log M, the sample size theory asks for
         target = max(1.0, M / max(1.0, math.log(M)))
@@ -213,7 +214,7 @@ def nystroem_normalization(kernel: Kernel, Z: torch.Tensor, method: str = "eig",
 
 def _normalization(K, M, method, owner):
     if method == "eig":
-        evals, U = torch.linalg.eigh(K)
+        evals, U = _eigh(K)
         floor = evals.max().clamp_min(0.0) * M * torch.finfo(torch.float64).eps
         keep = evals > floor
         if not bool(keep.any()):

@@ -37,6 +37,9 @@ PRODUCT_TILE_BYTES_PER_THREAD = 8 * 2**20
 #: itself is unchanged: same speed, same result; see ``mercer.linalg._factor._interruptible``).
 #: Below it the call takes well under a second and a thread would buy nothing.
 LAPACK_WORKER_MIN_N = 2048
+#: Rows from which a dense CPU eigendecomposition (``eigh``: ~10x a Cholesky factorisation's
+#: time at the same size; n = 1,024 took 0.3-2 s here) runs in that worker thread.
+EIGH_WORKER_MIN_N = 512
 
 
 def format_bytes(n: float) -> str:

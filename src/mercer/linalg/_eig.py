@@ -18,17 +18,19 @@ its products, ``b = block_size``), ``"randomized"`` about ``4 b``.
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 import warnings
 from numbers import Integral, Real
 
-import scipy.linalg as sla
+import numpy as np
 import torch
 from sklearn.exceptions import ConvergenceWarning
 
 from .._backend import num_threads as _num_threads
 from .._backend import resolve_device, resolve_dtype
 from .._validation import Interval, Options, check_param, describe
+from ._blocking import EIGH_WORKER_MIN_N
 
 __all__ = ["EigResult", "auto_method", "top_eigenpairs", "nystrom_start", "ConvergenceWarning"]
 
@@ -366,16 +368,79 @@ def _dense(op: _Operator, k: int):
     return _dense_eigh(op.dense, k)
 
 
+_SYEVR: dict = {}
+
+
+def _syevr(dtype):
+    """SciPy's LAPACK ``?syevr`` (the routine of ``scipy.linalg.eigh(driver="evr")``) as a ctypes
+    function: ctypes releases the GIL during the call, SciPy's own wrapper holds it throughout (so a
+    worker thread running it would keep Ctrl-C waiting)."""
+    name = "dsyevr" if dtype == np.float64 else "ssyevr"
+    if name not in _SYEVR:
+        from scipy.linalg import cython_lapack
+
+        capsule = cython_lapack.__pyx_capi__[name]
+        get_name = ctypes.pythonapi.PyCapsule_GetName
+        get_name.restype, get_name.argtypes = ctypes.c_char_p, [ctypes.py_object]
+        get_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+        get_pointer.restype, get_pointer.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+        _SYEVR[name] = ctypes.CFUNCTYPE(None, *[ctypes.c_void_p] * 21)(get_pointer(capsule, get_name(capsule)))
+    return _SYEVR[name]
+
+
+def _syevr_top(A: np.ndarray, k: int):
+    """The ``k`` largest eigenpairs (ascending) of the symmetric C-ordered ``A`` (float32 or float64)
+    from its lower triangle, by LAPACK's ``?syevr`` on a copy -- the call ``scipy.linalg.eigh(A.T,
+    lower=False, subset_by_index=[n - k, n - 1], driver="evr")`` makes (workspace query, ``abstol = 0``),
+    same results, but with the GIL released."""
+    n = A.shape[0]
+    dt = A.dtype
+    a = np.array(A, dtype=dt, order="C", copy=True)  # Fortran reads it as A^T: its upper triangle is A's lower
+    real = ctypes.c_double if dt == np.float64 else ctypes.c_float
+    ints = [ctypes.c_int(v) for v in (n, n, n - k + 1, n, 0, n, 0, 0, 0)]
+    N, lda, il, iu, m, ldz, lwork, liwork, info = ints
+    vl, vu, abstol = real(0), real(0), real(0)
+    w = np.empty(n, dtype=dt)
+    z = np.empty((max(k, 1), n), dtype=dt)  # Fortran's n x k, column-major
+    isuppz = np.empty(2 * max(k, 1), dtype=np.int32)
+    f = _syevr(dt)
+
+    def call(work, iwork):
+        ref = ctypes.byref
+        f(b"V", b"I", b"U", ref(N), a.ctypes.data, ref(lda), ref(vl), ref(vu), ref(il), ref(iu), ref(abstol),
+          ref(m), w.ctypes.data, z.ctypes.data, ref(ldz), isuppz.ctypes.data, work.ctypes.data, ref(lwork),
+          iwork.ctypes.data, ref(liwork), ref(info))
+        if info.value:
+            raise np.linalg.LinAlgError(f"top_eigenpairs: LAPACK ?syevr failed (info={info.value}).")
+
+    work, iwork = np.empty(1, dtype=dt), np.empty(1, dtype=np.int32)
+    lwork.value, liwork.value = -1, -1
+    call(work, iwork)  # workspace query
+    lwork.value, liwork.value = int(work[0]), int(iwork[0])
+    call(np.empty(max(1, lwork.value), dtype=dt), np.empty(max(1, liwork.value), dtype=np.int32))
+    return w[:m.value], z[:m.value].T
+
+
+def eigh(A: torch.Tensor, desc: str = "eigendecomposition"):
+    """``torch.linalg.eigh(A)``, run on the CPU from :data:`~mercer.linalg._blocking.EIGH_WORKER_MIN_N`
+    rows in a worker thread while this one listens for Ctrl-C (``mercer.linalg._factor._interruptible``):
+    same call, same result."""
+    from ._factor import _interruptible
+
+    return _interruptible(lambda: torch.linalg.eigh(A), A, desc, min_n=EIGH_WORKER_MIN_N)
+
+
 def _dense_eigh(A: torch.Tensor, k: int):
     n = A.shape[0]
     if not bool(torch.isfinite(A).all()):  # O(n^2) next to LAPACK's O(n^3)
         raise ValueError("top_eigenpairs: A contains NaN or infinity; A must be finite.")
     if A.device.type == "cpu":
-        # LAPACK's syevr for the top k only: no back-transformation of the other n - k vectors.
-        # A.numpy().T is the transposed view (F-ordered), whose lower triangle is A's upper one;
-        # lower=False reads it, i.e. A's lower triangle, like torch.linalg.eigh.
-        w, V = sla.eigh(A.detach().numpy().T, lower=False, subset_by_index=[n - k, n - 1], driver="evr",
-                        overwrite_a=False, check_finite=False)
+        # LAPACK's syevr for the top k only: no back-transformation of the other n - k vectors; in a
+        # worker thread for large A, so that Ctrl-C is heard (mercer.linalg._factor._interruptible).
+        An = A.detach().numpy()
+        from ._factor import _interruptible
+
+        w, V = _interruptible(lambda: _syevr_top(An, k), A, "eigendecomposition", min_n=EIGH_WORKER_MIN_N)
         w, V = torch.from_numpy(w[::-1].copy()), torch.from_numpy(V[:, ::-1].copy())  # copies: positive strides
     else:
         w, V = torch.linalg.eigh(A)

@@ -65,10 +65,12 @@ class CholeskyFactor:
         return X[:, 0] if squeeze else X
 
 
-def _interruptible(call: Callable[[], T], A: torch.Tensor, desc: str) -> T:
+def _interruptible(call: Callable[[], T], A: torch.Tensor, desc: str, *, min_n: int | None = None) -> T:
     """``call()`` -- one long LAPACK call on ``A`` -- with the calling thread kept responsive.
 
-    On the CPU, from :data:`~mercer.linalg._blocking.LAPACK_WORKER_MIN_N` rows up, ``call`` runs in
+    On the CPU, from ``min_n`` rows up (:data:`~mercer.linalg._blocking.LAPACK_WORKER_MIN_N` for a
+    Cholesky factorisation or triangular solve; an eigendecomposition, ~10x as long at the same
+    size, passes :data:`~mercer.linalg._blocking.EIGH_WORKER_MIN_N`), ``call`` runs in
     a worker thread (torch releases the GIL inside the library call, so MKL runs exactly as when
     called directly: same threads, same result bit for bit) while this thread waits in polls of
     :data:`_POLL_S` seconds. Between polls a Ctrl-C (``KeyboardInterrupt``) or an exception raised
@@ -78,10 +80,12 @@ def _interruptible(call: Callable[[], T], A: torch.Tensor, desc: str) -> T:
     its call in the background, keeping its cores and ``A``'s memory until then (about as long
     as the call had left; a CLI process exits without waiting for it), and ``A`` is left
     partly overwritten. Exceptions raised inside ``call`` propagate here. On CUDA and for small
-    matrices ``call`` runs directly (no thread): CUDA kernels are asynchronous anyway.
+    matrices ``call`` runs directly (no thread): CUDA kernels are asynchronous anyway. ``call``
+    must release the GIL inside its library call (torch's do; SciPy's LAPACK wrappers do not: see
+    :func:`mercer.linalg._eig._syevr_top`).
     """
     n = A.shape[0]
-    if A.device.type != "cpu" or n < LAPACK_WORKER_MIN_N:
+    if A.device.type != "cpu" or n < (LAPACK_WORKER_MIN_N if min_n is None else min_n):
         return call()
     observer = _OBSERVER.get()
     outcome: dict = {}

@@ -86,14 +86,17 @@ def check_bounds(owner: str, name: str, bounds) -> tuple[float, float]:
 def chol_with_jitter(K: torch.Tensor) -> torch.Tensor:
     """Differentiable Cholesky factor of ``K``, with a growing jitter (1e-10, relative to the mean
     diagonal, in float64; 1e-6 in float32; up to 10^6 times more) when K is numerically indefinite."""
-    L, info = torch.linalg.cholesky_ex(K)
+    from ..linalg._factor import _interruptible  # large K: factored in a worker thread, Ctrl-C is heard
+
+    L, info = _interruptible(lambda: torch.linalg.cholesky_ex(K), K, "Cholesky factorisation")
     if int(info) == 0:
         return L
     scale = float(K.diagonal().detach().abs().mean()) or 1.0
     start = 1e-6 if K.dtype == torch.float32 else 1e-10
     eye = torch.eye(K.shape[0], dtype=K.dtype, device=K.device)
     for i in range(7):
-        L, info = torch.linalg.cholesky_ex(K + (start * scale * 10**i) * eye)
+        Kj = K + (start * scale * 10**i) * eye
+        L, info = _interruptible(lambda: torch.linalg.cholesky_ex(Kj), Kj, "Cholesky factorisation")  # noqa: B023
         if int(info) == 0:
             return L
     raise torch.linalg.LinAlgError("Cholesky failed even with jitter")

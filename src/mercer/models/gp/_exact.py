@@ -33,6 +33,7 @@ from ..._validation import Interval, Options
 from ...kernels import DistanceCache, LearnableKernel, is_sklearn_kernel, resolve_kernel
 from ...linalg import (KernelOperator, MemoryBudgetError, format_bytes, jittered_cholesky, row_blocks,
                        warn_ill_conditioned)
+from ...linalg._factor import _interruptible
 from .._hyperopt import chol_with_jitter
 from ._common import _LOG2PI, GP_CONSTRAINTS, _GPBase
 from ._sklearn_mode import SklearnTheta, default_kernel
@@ -51,7 +52,7 @@ class _GaussianLML(torch.autograd.Function):
     def forward(ctx, K, Y):
         n, t = Y.shape
         L = chol_with_jitter(K)
-        alpha = torch.cholesky_solve(Y, L)
+        alpha = _interruptible(lambda: torch.cholesky_solve(Y, L), L, "triangular solve")
         ctx.save_for_backward(L, alpha)
         ctx.t = t
         return -0.5 * (Y * alpha).sum() - t * torch.log(L.diagonal()).sum() - 0.5 * n * t * _LOG2PI
@@ -59,7 +60,7 @@ class _GaussianLML(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad):
         L, alpha = ctx.saved_tensors
-        G = torch.cholesky_inverse(L).mul_(-float(ctx.t))
+        G = _interruptible(lambda: torch.cholesky_inverse(L), L, "Cholesky inverse").mul_(-float(ctx.t))  # Ctrl-C heard
         G.addmm_(alpha, alpha.T).mul_(0.5 * grad)
         return G, None
 

@@ -40,12 +40,12 @@ import numpy as np
 import torch
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
-from ..._backend import as_output, to_numpy
+from ..._backend import as_output, check_random_state, to_numpy
 from ..._validation import Interval, Options, check_params
 from ...linalg import KernelOperator, MemoryBudgetError, conjugate_gradient, format_bytes
+from ...linalg._eig import eigh as _eigh  # in a worker thread for large matrices: Ctrl-C is heard
 from .._base import COMPUTE_CONSTRAINTS, KERNEL_CONSTRAINTS, KernelEstimatorMixin, labels_from_scores
 from ._common import _classifier_setup, _serial_if_small
 
@@ -347,7 +347,7 @@ class KernelLogisticRegression(ClassifierMixin, KernelEstimatorMixin, BaseEstima
         """``K = U diag(lam) U^T``: features ``Phi = U sqrt(lam)``, ``a = U lam^{-1/2} w``."""
         n = Xt.shape[0]
         K = KernelOperator(self.kernel_, Xt, memory_budget=self._budget).dense()
-        lam, U = torch.linalg.eigh(K)
+        lam, U = _eigh(K)
         del K
         keep = self._keep(lam)
         lam, U = lam[keep], U[:, keep]
@@ -377,12 +377,12 @@ class KernelLogisticRegression(ClassifierMixin, KernelEstimatorMixin, BaseEstima
         else:
             K_MM = self.kernel_(Xt[ct])
             K_nM = KernelOperator(self.kernel_, Xt, Xt[ct], memory_budget=self._plan.holding(need / 2)).dense()
-        mu, V = torch.linalg.eigh(0.5 * (K_MM + K_MM.T))
+        mu, V = _eigh(0.5 * (K_MM + K_MM.T))
         keep = self._keep(mu)
         N = V[:, keep] / mu[keep].sqrt()                 # K_MM^{-1/2} on its range
         Phi0 = K_nM @ N
         del K_nM
-        lam, Q = torch.linalg.eigh(Phi0.T @ Phi0)
+        lam, Q = _eigh(Phi0.T @ Phi0)
         Phi = Phi0 @ Q
         del Phi0
         return centres, Phi, lam.clamp_min(0), N @ Q

@@ -56,6 +56,7 @@ from ..._validation import Interval, Options, check_at_most, check_params
 from ...approx import check_finite
 from ...linalg import (DENSE_SERIAL_MAX_N, ExecutionPlan, KernelOperator, MemoryBudgetError, format_bytes, jittered_cholesky,
                        plan_rows, row_blocks)
+from ...linalg._eig import eigh as _eigh  # in a worker thread for large matrices: Ctrl-C is heard
 from .._base import COMPUTE_CONSTRAINTS, KERNEL_CONSTRAINTS, KernelEstimatorMixin
 
 __all__ = ["SketchedKernelRidge", "fwht"]
@@ -357,7 +358,7 @@ class SketchedKernelRidge(MultiOutputMixin, RegressorMixin, KernelEstimatorMixin
         # Small dense eigh/Cholesky on one thread (see mercer.linalg._eig.DENSE_SERIAL_MAX_N).
         serial = C.device.type == "cpu" and C.shape[0] <= DENSE_SERIAL_MAX_N
         with _num_threads(1 if serial else None):
-            lam, U = torch.linalg.eigh(C)
+            lam, U = _eigh(C)
         top = float(lam.max()) if lam.numel() else 0.0
         if not math.isfinite(top):
             raise ValueError(f"{type(self).__name__}: the sketched kernel matrix S K S^T is not finite.")

@@ -19,6 +19,7 @@ from ..._backend import as_output, make_generator, to_numpy
 from ..._validation import Options, check_params
 from ...kmeans import kmeans
 from ...linalg import KernelOperator, plan_rows, row_blocks
+from ...linalg._factor import _interruptible
 from .._base import COMPUTE_CONSTRAINTS, KernelEstimatorMixin, labels_from_scores
 from ._common import (AT_LEAST_ONE, CLASS_WEIGHT_CONSTRAINT, POSITIVE, SVC_KERNEL_CONSTRAINTS, _class_weights,
                       _few_threads, _labels, svc_kernel)
@@ -148,7 +149,8 @@ class BudgetSVC(KernelEstimatorMixin, ClassifierMixin, BaseEstimator):
         def weights():
             KZZ = self.kernel_(Z, Z)
             jitter = 1e-8 * float(KZZ.diagonal().abs().mean().detach()) + 1e-12
-            L = torch.linalg.cholesky(KZZ + jitter * eye)
+            A = KZZ + jitter * eye
+            L = _interruptible(lambda: torch.linalg.cholesky(A), A, "Cholesky factorisation")  # Ctrl-C is heard
             return torch.linalg.solve_triangular(L.T, V, upper=True)
 
         def closure():
