@@ -121,6 +121,21 @@ def _call_device(self, X, fit: bool):
     return device
 
 
+def _all_or_nothing(method, self, args, kwargs):
+    """A fit that raises -- a Ctrl-C (``KeyboardInterrupt``) or a cancelling
+    :func:`~mercer.linalg.observe_blocks` observer included -- leaves the estimator's attributes as
+    they were before the call (an unfitted estimator stays unfitted: no half-fitted ``name_``
+    attributes; a fitted one keeps its previous model). The attributes are restored as objects:
+    a fit replaces them, it does not write into the previous model's arrays."""
+    saved = dict(self.__dict__)
+    try:
+        return method(self, *args, **kwargs)
+    except BaseException:
+        self.__dict__.clear()
+        self.__dict__.update(saved)
+        raise
+
+
 def _planned(method, *, streamed: bool):
     """``method`` run under one execution plan per call; a row-wise method (``streamed``) also maps
     a streamed ``X`` block by block within that plan."""
@@ -130,6 +145,8 @@ def _planned(method, *, streamed: bool):
     def wrapper(self, *args, **kwargs):
         X = args[0] if args else kwargs.get("X")
         with planned_call(self, getattr(self, "memory_budget", None), _call_device(self, X, fit)) as plan:
+            if fit:
+                return _all_or_nothing(method, self, args, kwargs)
             if not streamed or not args or not is_streamed(X, plan.budget):
                 return method(self, *args, **kwargs)
             if hasattr(self, "_check_fitted"):  # an unfitted model says so before any file is opened

@@ -29,6 +29,7 @@ LIBSVM's, and a blocked kernel product (by the caller) for the others.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -37,6 +38,7 @@ import torch
 
 from ..._jit import LazyJit
 from ..._progress import task
+from ...linalg._blocking import _OBSERVER
 
 __all__ = ["SMOResult", "solve_smo"]
 
@@ -48,11 +50,25 @@ TAU = 1e-12
 #: (duplicate points), not an indefinite one: LIBSVM's tau fix applies, no warning.
 _NONPSD_RTOL = 1e-6
 # return codes of the compiled loop
-_CONVERGED, _NEED_ROW, _MAX_ITER, _RECONSTRUCT, _RECONSTRUCT_FINAL = 0, 1, 2, 3, 4
+_CONVERGED, _NEED_ROW, _MAX_ITER, _RECONSTRUCT, _RECONSTRUCT_FINAL, _PAUSE = 0, 1, 2, 3, 4, 5
 # integer state slots
 (_S_ACTIVE, _S_ITER, _S_COUNTER, _S_UNSHRINK, _S_CLOCK, _S_MAXITER, _S_SHRINKING, _S_PENDING, _S_NONPSD,
- _S_USED, _S_ROWS) = range(11)
-_N_STATE = 11
+ _S_USED, _S_ROWS, _S_WORK_MAX) = range(12)
+_N_STATE = 12
+#: Work (sample visits: an iteration counts its active samples plus ``_ITER_WORK``, an update of
+#: ``G_bar`` ``n``, an in-loop kernel row ``n * (d + 8)``) after which the compiled loop returns to
+#: Python (``_PAUSE``) so that a Ctrl-C, an :func:`~mercer.linalg.observe_blocks` observer and a
+#: progress bar are heard; the next call resumes where it stopped (same iterates, bit for bit).
+#: A visit costs ~1 ns while the active set is the whole training set (sequential rows), up to
+#: ~35 ns after shrinking (scattered entries of rows out of the CPU caches: 800 active of 10,000
+#: samples, ~100 us per iteration on a loaded machine), so 2**22 visits are 4-150 ms; a return
+#: costs ~6 us plus one pass over the active set (< 0.5 % of a call).
+PAUSE_WORK = 2**22
+#: Seconds a call should last: the work per call is lowered from ``PAUSE_WORK`` when calls take
+#: longer (a loaded machine), so that Ctrl-C is heard within ~0.1 s.
+_PAUSE_S = 0.05
+#: What an iteration counts besides its active samples.
+_ITER_WORK = 2**8
 
 
 #: the functions of the compiled loop (``_run`` calls the others), compiled on the first solve
@@ -188,18 +204,28 @@ def _row(i, protect, cache, slot_of, owner, last_used, st, XT, scratch):
 
 
 @_jit.mark
-def _subtract_free_rows(F, coef, free, cols, cache, slot_of, owner, last_used, st, XT, scratch, done):
-    """``F[cols] -= coef[r] * K[free[r], cols]`` for each row the cache holds (or, with in-loop
-    rows, computes): LIBSVM's reconstruction from its kernel cache. ``done[r]``: row r was used."""
-    for r in range(free.shape[0]):
+def _subtract_free_rows(F, coef, free, cols, cache, slot_of, owner, last_used, st, XT, scratch, done, start):
+    """``F[cols] -= coef[r] * K[free[r], cols]`` for each row ``r >= start`` the cache holds (or,
+    with in-loop rows, computes): LIBSVM's reconstruction from its kernel cache. ``done[r]``: row r
+    was used. Returns the first row not visited: before ``free``'s end when ``st[_S_WORK_MAX]`` work
+    was done (call again from there, to let a Ctrl-C be heard)."""
+    n = slot_of.shape[0]
+    row_work = n * (XT.shape[0] + 8)
+    work = 0
+    for r in range(start, free.shape[0]):
+        if work >= st[_S_WORK_MAX]:
+            return r
+        rows0 = st[_S_ROWS]
         s = _row(free[r], -1, cache, slot_of, owner, last_used, st, XT, scratch)
         if s < 0:
             continue
+        work += cols.shape[0] + (st[_S_ROWS] - rows0) * row_work
         done[r] = True
         row = cache[s]
         c = coef[r]
         for t in cols:
             F[t] -= c * row[t]
+    return free.shape[0]
 
 
 #: Bits of ``side[t]``: sample t can move up (Keerthi et al.'s I_up: y > 0 below C, or y < 0 above 0)
@@ -313,14 +339,20 @@ def _shrink(F, side, active, st, eps):
 
 @_jit.mark
 def _run(y, F, G_bar, alpha, Cb, QD, side, cache, slot_of, owner, last_used, active, st, eps, need, XT, scratch):
-    """Iterate until converged / a row is missing / a reconstruction is needed / max_iter."""
+    """Iterate until converged / a row is missing / a reconstruction is needed / max_iter /
+    ``st[_S_WORK_MAX]`` work done in this call (``_PAUSE``: call again to resume)."""
     n = y.shape[0]
+    row_work = n * (XT.shape[0] + 8)  # an in-loop kernel row: d multiply-adds and an exponential per entry
+    work = 0
+    rows0 = st[_S_ROWS]
     fresh = False  # gmax, imax hold the maximal violator of the current F (found by the update pass)
     gmax = -np.inf
     imax = -1
     while True:
         if st[_S_ITER] >= st[_S_MAXITER]:
             return _MAX_ITER
+        if work >= st[_S_WORK_MAX]:  # resumed with fresh = False: _max_up finds the same violator
+            return _PAUSE
         if st[_S_PENDING] == 1:
             if _shrink(F, side, active, st, eps):
                 return _RECONSTRUCT
@@ -352,6 +384,8 @@ def _run(y, F, G_bar, alpha, Cb, QD, side, cache, slot_of, owner, last_used, act
         Ki = cache[si]
         Kj = cache[sj]
         st[_S_ITER] += 1
+        work += _ITER_WORK + st[_S_ACTIVE] + (st[_S_ROWS] - rows0) * row_work
+        rows0 = st[_S_ROWS]
         Ci = Cb[i]
         Cj = Cb[j]
         ai_old = alpha[i]
@@ -425,10 +459,12 @@ def _run(y, F, G_bar, alpha, Cb, QD, side, cache, slot_of, owner, last_used, act
             c = Ci * y[i] if not up_i else -Ci * y[i]
             for t in range(n):
                 G_bar[t] += c * y[t] * Ki[t]
+            work += n
         if up_j != (aj >= Cj):
             c = Cj * y[j] if not up_j else -Cj * y[j]
             for t in range(n):
                 G_bar[t] += c * y[t] * Kj[t]
+            work += n
         if st[_S_SHRINKING] == 1:
             st[_S_COUNTER] -= 1
             if st[_S_COUNTER] <= 0:
@@ -532,6 +568,7 @@ def _start(y, Cb, diag, *, shrinking: bool, max_iter: int | None) -> _Dual:
     st[_S_COUNTER] = min(n, 1000)
     st[_S_MAXITER] = max(10_000_000, 100 * n) if max_iter is None or max_iter < 0 else int(max_iter)
     st[_S_SHRINKING] = int(bool(shrinking))
+    st[_S_WORK_MAX] = PAUSE_WORK
     y = np.ascontiguousarray(y, dtype=np.float64)
     side = np.where(y > 0, _UP, _LOW).astype(np.int8)  # alpha = 0 < C: y > 0 can only go up, y < 0 down
     return _Dual(y, np.ascontiguousarray(Cb, dtype=np.float64), np.ascontiguousarray(diag, dtype=np.float64),
@@ -571,8 +608,10 @@ def _reconstruct(d: _Dual, matvec, c: _RowCache, XT: np.ndarray, scratch: np.nda
     if free.size:
         coef = d.alpha[free] * d.y[free]
         done = np.zeros(free.size, dtype=np.bool_)
-        _subtract_free_rows(d.F, coef, free, inactive, c.cache, c.slot_of, c.owner, c.last_used, d.st, XT, scratch,
-                            done)
+        r = 0
+        while r < free.size:  # a Ctrl-C is raised between two calls
+            r = _subtract_free_rows(d.F, coef, free, inactive, c.cache, c.slot_of, c.owner, c.last_used, d.st, XT,
+                                    scratch, done, r)
         if not done.all():
             d.F[inactive] -= matvec(inactive, free[~done], coef[~done])
     d.st[_S_ACTIVE] = n
@@ -624,10 +663,19 @@ def solve_smo(rows: Callable[[np.ndarray], np.ndarray], diag: np.ndarray, y: np.
             d.st, float(tol), d.need, XT, scratch)
     converged = True
     run = _jit("_run")
+    observer = _OBSERVER.get()
     bar = task("SMO", unit="it")  # objective: approximate while shrinking (stale gradients)
-    while True:
+    while True:  # a Ctrl-C is raised between two calls (at most PAUSE_WORK of loop apart)
+        t0 = time.perf_counter()
         code = run(*args)
+        elapsed = time.perf_counter() - t0
+        if code == _PAUSE:  # aim at _PAUSE_S per call, never above PAUSE_WORK
+            d.st[_S_WORK_MAX] = min(PAUSE_WORK, max(2**14, int(d.st[_S_WORK_MAX] * min(2.0, _PAUSE_S / max(elapsed, 1e-6)))))
         bar.update(int(d.st[_S_ITER]), objective=d.objective, rows=int(d.st[_S_ROWS]))
+        if observer is not None:
+            observer("SMO", int(d.st[_S_ITER]), int(d.st[_S_MAXITER]))
+        if code == _PAUSE:
+            continue
         if code == _NEED_ROW:
             idx = _rows_to_fetch(d, c.slot_of, int(d.need[0]), batch)
             c.store(idx, rows(idx), int(d.need[1]), d.st)
