@@ -88,3 +88,12 @@ docs-screenshots: setup $(BIN)/.docs-installed
 
 clean:
 	rm -rf $(VENV) build *.egg-info src/*.egg-info .pytest_cache docs/_build
+
+# Everything a CUDA machine should confirm, in at most 8 minutes, one report in
+# benchmarks/results/gpu/latest.md (benchmarks/tools/gpu_check.py: installs what is missing, the tests
+# that need a GPU, the suite with the GPU as default device, CPU-vs-GPU agreement and Nystroem up to
+# 10^7 rows). DRY=1: the same script end to end on this CPU, tiny sizes, no install (quick.md).
+.PHONY: gpu-check
+GPU_PYTHON = $(if $(wildcard $(BIN)/python),$(BIN)/python,$(PYTHON))
+gpu-check:
+	$(GPU_PYTHON) benchmarks/tools/gpu_check.py $(if $(DRY),--dry-run)

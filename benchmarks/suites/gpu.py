@@ -14,6 +14,12 @@ as such. Run on a machine with a GPU::
     python benchmarks/suites/gpu.py                  # ~4 min on one H100 / H200
     python benchmarks/suites/gpu.py --quick --device cpu       # smoke test without a GPU
 
+``--check`` runs instead the CPU-vs-GPU agreement cases of ``make gpu-check``
+(benchmarks/tools/gpu_check.py): exact ridge, Nystroem, SVC, k-means, KPCA and GP in each of
+``--dtypes`` on both devices, each row with its relative difference from the CPU's and the dtype's
+tolerance (``ok``), then Nystroem on the GPU alone up to ``--max-rows`` rows (M = 10^4); ``--tiny``
+(with ``--device cpu``: the dry run) shrinks every size to seconds.
+
 Without a CUDA device (and ``--device cuda``, the default) the suite is skipped. Results:
 ``benchmarks/results/gpu/latest.{json,md}``; ``mercer/sklearn``: a row's time over scikit-learn's row
 of the same case.
@@ -97,9 +103,15 @@ def main(argv=None) -> None:
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--case-limit", type=int, default=150)
     ap.add_argument("--skip", default="", help="comma-separated case prefixes to skip (ridge,nystroem,svc,kpca)")
+    ap.add_argument("--check", action="store_true", help="the agreement cases of make gpu-check (see above)")
+    ap.add_argument("--dtypes", default="float32,float64", help="--check: the dtypes to compare")
+    ap.add_argument("--max-rows", type=int, default=10_000_000, help="--check: largest Nystroem fit on the GPU")
+    ap.add_argument("--tiny", action="store_true", help="--check: tiny sizes (the dry run on a CPU)")
     args = parse_suite_args(ap, argv)
     if args.device.startswith("cuda") and not torch.cuda.is_available():
         raise SkipSuite("gpu: no CUDA device here (--device cpu runs the CPU side alone)")
+    if args.check:
+        return check(args)
     import sklearn
     from sklearn.decomposition import KernelPCA as SkKernelPCA
     from sklearn.kernel_ridge import KernelRidge as SkKernelRidge
@@ -187,6 +199,138 @@ def main(argv=None) -> None:
     md += ["| " + " | ".join(str(r.get(c, "")) for c in cols) + " |" for r in rows]
     print("\n".join(md))
     write_results(args, {"machine": info, "rows": rows}, "\n".join(md), title="mercer on a GPU vs CPU and scikit-learn")
+
+
+#: Agreement of a GPU result with the CPU's (relative difference; label cases: fraction of labels that
+#: differ), per dtype. "direct": a Cholesky solve agrees to cond * eps of the dtype (kept modest here:
+#: alpha = 1e-3 n, cond ~1e3). "loose": iterative solves to their stopping tolerance (Nystroem's CG,
+#: randomized KPCA's eigenvalues), and the GP, whose K + 0.1 I has cond ~1e5 (in float32: ~1e-2).
+CHECK_TOL = {
+    "direct": {"float32": 1e-3, "float64": 1e-8},
+    "loose": {"float32": 2e-2, "float64": 1e-5},
+    "labels": {"float32": 5e-3, "float64": 5e-3},
+}
+
+
+def _rel(a, b) -> float:
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    return float(np.abs(a - b).max() / max(np.abs(b).max(), 1e-300))
+
+
+def check(args) -> None:
+    """``--check``: the agreement cases (module docstring), written like the suite's other rows."""
+    import mercer
+
+    dev, tiny = args.device, args.tiny
+    if dev.startswith("cuda"):
+        torch.zeros(1, device=dev)
+    dtypes = [t for t in args.dtypes.split(",") if t]
+    d = 28
+    sz = (lambda full, small: small if tiny else full)
+    Xte, yte = regression_data(sz(5000, 200), d, 99)
+    rows = []
+
+    def pair(name, kind, dtype, fit):
+        """``fit(device) -> (metrics, values)`` on the device, then on the CPU; the values compared."""
+        values = []
+        for dv in (dev, "cpu"):
+            box = {}
+
+            def run(dv=dv, box=box):
+                metrics, box["values"] = fit(dv)
+                return metrics
+            row = run_case(name, dv, run, args.case_limit)
+            row["dtype"] = dtype
+            rows.append(row)
+            values.append(box.get("values"))
+        got, ref = values
+        if got is None or ref is None:
+            rows[-2]["ok"] = False
+            return
+        diff = float(np.mean(np.asarray(got) != np.asarray(ref))) if kind == "labels" else _rel(got, ref)
+        tol = CHECK_TOL[kind][dtype]
+        rows[-2].update({"vs_cpu": f"{diff:.1e}", "tol": tol, "ok": bool(diff <= tol)})
+
+    for dtype in dtypes:
+        npt = np.float32 if dtype == "float32" else np.float64
+        n = sz(20_000, 300)
+        X, y = regression_data(n, d, 1)
+        g = 1.0 / (2 * d)
+        pair(f"KernelRidge exact n={n}", "direct", dtype, lambda dv: (lambda m: ({"rmse": rmse(m.predict(Xte), yte)},
+             m.predict(Xte)))(mercer.KernelRidge(alpha=1e-3 * n, kernel="rbf", gamma=g, device=dv, dtype=dtype)
+                              .fit(X.astype(npt), y)))
+        n, M = sz(50_000, 2000), sz(2000, 100)
+        X, y = regression_data(n, d, 1)
+        tol = 1e-4 if dtype == "float32" else 1e-8
+
+        def nys(dv, X=X, y=y, n=n, M=M, tol=tol, dtype=dtype):
+            m = mercer.NystroemKernelRidge(alpha=1e-3 * n, kernel="rbf", gamma=g, n_centers=M, random_state=0,
+                                           solver="cg", tol=tol, max_iter=500, device=dv, dtype=dtype).fit(X, y)
+            p = m.predict(Xte)
+            return {"rmse": rmse(p, yte), "cg_iter": int(np.max(m.n_iter_))}, p
+        pair(f"NystroemKernelRidge n={n} M={M}", "loose", dtype, nys)
+        n = sz(20_000, 400)
+        Xc, yc, Xtc, ytc = classification_data(n, sz(5000, 200))
+
+        def svc(dv, Xc=Xc, yc=yc, Xtc=Xtc, ytc=ytc):
+            m = mercer.KernelSVC(device=dv, dtype=dtype).fit(Xc, yc)
+            p = np.asarray(m.predict(Xtc))
+            return {"accuracy": float((p == ytc).mean()), "n_sv": int(len(m.support_))}, p
+        pair(f"KernelSVC n={n}", "labels", dtype, svc)
+        n = sz(200_000, 2000)
+        Xk, _ = regression_data(n, d, 5)
+
+        def kmeans(dv, Xk=Xk):
+            m = mercer.KMeans(sz(100, 5), n_init=1, random_state=0, device=dv, dtype=dtype).fit(Xk)
+            return {"inertia": float(m.inertia_), "n_iter": int(m.n_iter_)}, np.asarray(m.labels_)
+        pair(f"KMeans n={n}", "labels", dtype, kmeans)
+        n = sz(10_000, 300)
+        Xp, _ = regression_data(n, d, 3)
+
+        def kpca(dv, Xp=Xp):
+            ev = mercer.KernelPCA(10, kernel="rbf", gamma=g, eigen_solver="dense" if tiny else "randomized",
+                                  random_state=0, device=dv, dtype=dtype).fit(Xp.astype(npt)).eigenvalues_
+            return {"top_eigenvalue": float(ev[0])}, np.asarray(ev)
+        pair(f"KernelPCA 10 comp. n={n}", "loose", dtype, kpca)
+        n = sz(10_000, 300)
+        Xg, yg = regression_data(n, d, 4)
+
+        def gp(dv, Xg=Xg, yg=yg):
+            m = mercer.GaussianProcessRegressor(kernel="rbf", gamma=g, noise=0.1, optimizer=None, device=dv,
+                                                dtype=dtype).fit(Xg.astype(npt), yg)
+            p = np.asarray(m.predict(Xte.astype(npt)))
+            return {"rmse": rmse(p, yte)}, p
+        pair(f"GaussianProcessRegressor n={n}", "loose", dtype, gp)
+
+    # Nystroem at scale, on the device alone (n x 28 float32 data: 1.1 GB at 10^7 rows)
+    M = sz(10_000, 100)
+    for n in [k for k in sz((1_000_000, 10_000_000), (2000, 5000)) if k <= args.max_rows]:
+        X, y = regression_data(n, d, 1)
+        for dtype in dtypes:
+            def fit(X=X, y=y, n=n, dtype=dtype):
+                m = mercer.NystroemKernelRidge(alpha=1e-6 * n, kernel="rbf", gamma=1.0 / (2 * d), n_centers=M,
+                                               random_state=0, device=dev, dtype=dtype).fit(X, y)
+                return {"rmse": rmse(m.predict(Xte), yte), "cg_iter": int(np.max(m.n_iter_)), "solver": m.solver_}
+            row = run_case(f"NystroemKernelRidge n={n} M={M}", dev, fit, args.case_limit)
+            row["dtype"] = dtype
+            rows.append(row)
+        del X, y
+
+    info = {"torch": torch.__version__, "cpu_threads": torch.get_num_threads(), "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "gpu": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None}
+    failed = [f"{r['case']} {r['dtype']} on {r['device']}" for r in rows
+              if r.get("ok") is False or "error" in r or str(r.get("seconds", "")).startswith(">")]
+    front = ["case", "dtype", "device", "seconds", "vs_cpu", "tol", "ok"]
+    cols = front + [k for k in dict.fromkeys(k for r in rows for k in r) if k not in front]
+    md = [f"Machine: {info}", "", f"Agreement: {'all within tolerance' if not failed else 'FAILED: ' + '; '.join(failed)}",
+          "", "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    md += ["| " + " | ".join(str(r.get(c, "")) for c in cols) + " |" for r in rows]
+    print("\n".join(md))
+    write_results(args, {"machine": info, "rows": rows, "failed": failed}, "\n".join(md),
+                  title="mercer on a GPU: agreement with the CPU, and Nystroem at scale")
+    if failed:
+        raise SystemExit(1)
 
 
 if __name__ == "__main__":
