@@ -138,6 +138,7 @@ class _NeighborsBase(KernelEstimatorMixin, BaseEstimator):
                 D = self._dist2(Q[r], q_diag[r], c)
                 kk = min(k, D.shape[1])
                 vals, idx = _smallest(D, kk)
+                del D  # the next block's distances are planned to replace these, not to join them
                 idx = idx + c.start
                 if best_d is None:
                     best_d, best_i = vals, idx
@@ -193,8 +194,10 @@ class _NeighborsBase(KernelEstimatorMixin, BaseEstimator):
             D = self._dist2(Q, q_diag, c)
             hit = torch.nonzero(D <= r2)
             if not hit.numel():
+                del D
                 continue
             vals = to_numpy(D[hit[:, 0], hit[:, 1]].sqrt_()).astype(np.float64)
+            del D  # the next block's distances are planned to replace these, not to join them
             qi, ti = to_numpy(hit[:, 0]), to_numpy(hit[:, 1]) + c.start
             splits = np.searchsorted(qi, np.arange(1, nb))
             for q, (dv, iv) in enumerate(zip(np.split(vals, splits), np.split(ti, splits))):
