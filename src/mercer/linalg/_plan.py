@@ -12,6 +12,11 @@ Every number that sizes a block lives in linalg: the planner (:mod:`._blocking`)
 budgets below. An estimator asks for a budget by what it is for (:meth:`ExecutionPlan.share`,
 :meth:`ExecutionPlan.holding`, :func:`nystroem_plan`, ...), and does no byte arithmetic itself
 (``tools/code_metrics.py`` reports any that comes back).
+
+That a call holds to its plan is measured, not assumed: ``benchmarks/probes/probe_memory_budget.py``
+runs every estimator's fit and predict in a fresh process per budget (64 MiB to 2 GiB) on data
+whose n x n kernel does not fit, against ``peak RSS <= baseline + inputs + 1.2 x budget`` or a
+:class:`MemoryBudgetError` naming its remedy (``tests/test_memory_budget.py``).
 """
 
 from __future__ import annotations
