@@ -70,17 +70,18 @@ docs: setup $(BIN)/.docs-installed
 	cd docs && $(SPHINX) -b html -W --keep-going -j auto -d _build/doctrees . _build/html
 
 # Screenshots of three built pages into docs/screenshots/, with Debian's chromium (installed when
-# missing) on a build that takes MathJax from Debian's libjs-mathjax (the page is read offline).
+# missing) on a build that reads MathJax 3 from a local copy (npm's mathjax package): offline pages.
 CHROMIUM ?= chromium
-MATHJAX  := /usr/share/javascript/mathjax/MathJax.js
+MATHJAX_DIR := $(CURDIR)/docs/_build/mathjax
+MATHJAX  := $(MATHJAX_DIR)/package/es5/tex-mml-chtml.js
 SHOTS    := $(CURDIR)/docs/_build/screenshots
 SHOT      = $(CHROMIUM) --headless --no-sandbox --hide-scrollbars --allow-file-access-from-files \
 	--virtual-time-budget=10000 --window-size=1280,1600
 docs-screenshots: setup $(BIN)/.docs-installed
-	command -v $(CHROMIUM) >/dev/null && test -f $(MATHJAX) || \
-	  (apt-get update && apt-get install -y chromium libjs-mathjax fonts-mathjax)
-	cd docs && MERCER_DOCS_MATHJAX="file://$(MATHJAX)?config=TeX-AMS-MML_HTMLorMML" \
-	  $(SPHINX) -b html -q -d _build/doctrees-screenshots . $(SHOTS)
+	command -v $(CHROMIUM) >/dev/null && command -v npm >/dev/null || \
+	  (apt-get update && apt-get install -y chromium npm)
+	test -f $(MATHJAX) || (mkdir -p $(MATHJAX_DIR) && cd $(MATHJAX_DIR) && npm pack mathjax@3 --silent && tar xzf mathjax-3*.tgz)
+	cd docs && MERCER_DOCS_MATHJAX="file://$(MATHJAX)" $(SPHINX) -b html -q -d _build/doctrees-screenshots . $(SHOTS)
 	mkdir -p docs/screenshots
 	$(SHOT) --screenshot=$(CURDIR)/docs/screenshots/getting_started.png file://$(SHOTS)/getting_started.html
 	$(SHOT) --screenshot=$(CURDIR)/docs/screenshots/user_guide_nystroem.png file://$(SHOTS)/user_guide/nystroem.html

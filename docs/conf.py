@@ -48,7 +48,7 @@ numpydoc_show_class_members = False
 numpydoc_class_members_toctree = False
 numpydoc_validation_checks = set()
 
-# MathJax from its CDN by default; `make docs-screenshots` (offline) points this at Debian's copy.
+# MathJax from its CDN by default; `make docs-screenshots` (offline) points this at a local copy.
 if os.environ.get("MERCER_DOCS_MATHJAX"):
     mathjax_path = os.environ["MERCER_DOCS_MATHJAX"]
 
