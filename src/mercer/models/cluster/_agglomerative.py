@@ -100,15 +100,17 @@ class KernelAgglomerative(ClusterMixin, KernelEstimatorMixin, BaseEstimator):
         """Feature-space distances of all pairs, in SciPy's condensed order (float64, n (n - 1) / 2)."""
         n = Xt.shape[0]
         m = n * (n - 1) // 2
-        need = m * 8
+        # the distances (float64) and SciPy's working copy of them (nn_chain's, for "average" and
+        # "complete"; single linkage's MST keeps none; linkage's finiteness mask, m bytes, goes first)
+        need = m * 8 * (1 if self.linkage == "single" else 2)
         if need > self._budget:
             raise MemoryBudgetError(
-                f"{type(self).__name__}: the {m} condensed pairwise distances of {n} samples need "
-                f"{format_bytes(need)}, more than the memory budget of {format_bytes(self._budget)}. Raise "
+                f"{type(self).__name__}: the {m} condensed pairwise distances of {n} samples and SciPy's linkage "
+                f"need {format_bytes(need)}, more than the memory budget of {format_bytes(self._budget)}. Raise "
                 "memory_budget, subsample, or use KernelKMeans(approximation='nystroem') for large n.")
         out = np.empty(m, dtype=np.float64)
         diag = self.kernel_.diag(Xt)
-        rows = plan_blocks(n, n, Xt.shape[1], itemsize=Xt.element_size(), budget=self._plan.holding(need).budget,
+        rows = plan_blocks(n, n, Xt.shape[1], itemsize=Xt.element_size(), budget=self._plan.holding(m * 8).budget,
                            scratch=self.kernel_.scratch(Xt.shape[1])).row_block
         for s in row_blocks(n - 1, rows, desc="condensed distances"):
             i = s.start
