@@ -7,12 +7,14 @@ import numbers
 import numpy as np
 import scipy.sparse as sp
 import torch
+from sklearn.utils import check_random_state as _sk_check_random_state
 
 from ._config import get_config
 from ._threads import num_threads, serial_if_small  # the thread policy lives in _threads
 
 __all__ = [
     "as_output",
+    "check_random_state",
     "make_generator",
     "num_threads",
     "resolve_device",
@@ -36,6 +38,8 @@ def resolve_device(device=None) -> torch.device:
         raise ValueError(
             f"device must be a torch device such as 'cpu' or 'cuda'; got {device!r}."
         ) from exc
+    if dev.type == "meta":
+        raise ValueError(f"device={device!r} holds no data (a torch meta device); use device='cpu' or 'cuda'.")
     if dev.type == "cuda" and not torch.cuda.is_available():
         raise ValueError(
             f"device={device!r} was requested but CUDA is not available on this machine; "
@@ -97,6 +101,21 @@ def as_output(t: torch.Tensor, like):
     return to_numpy(t)
 
 
+def _torch_seed(generator: torch.Generator) -> int:
+    return int(torch.randint(0, 2**31 - 1, (1,), generator=generator, device=generator.device))
+
+
+def check_random_state(random_state) -> np.random.RandomState:
+    """scikit-learn's ``check_random_state``, and the generators every ``random_state`` parameter
+    accepts besides (a numpy ``Generator``, a ``torch.Generator``): a RandomState seeded from them
+    (scikit-learn's refused them with "cannot be used to seed a numpy.random.RandomState")."""
+    if isinstance(random_state, np.random.Generator):
+        return np.random.RandomState(int(random_state.integers(0, 2**31 - 1)))
+    if isinstance(random_state, torch.Generator):
+        return np.random.RandomState(_torch_seed(random_state))
+    return _sk_check_random_state(random_state)
+
+
 def make_generator(random_state, device: torch.device | None = None) -> torch.Generator:
     """Turn a scikit-learn style ``random_state`` (None, int, RandomState) into a torch Generator.
 
@@ -111,6 +130,8 @@ def make_generator(random_state, device: torch.device | None = None) -> torch.Ge
         seed = int(random_state.randint(0, 2**31 - 1))
     elif isinstance(random_state, np.random.Generator):
         seed = int(random_state.integers(0, 2**31 - 1))
+    elif isinstance(random_state, torch.Generator):
+        seed = _torch_seed(random_state)
     else:
         raise ValueError(
             f"random_state must be None, an int or a numpy RandomState/Generator; got {random_state!r}."

@@ -37,7 +37,8 @@ from sklearn.exceptions import ConvergenceWarning
 from .._progress import task
 from .._validation import Interval, Options, describe
 
-__all__ = ["OPTIMIZER_CONSTRAINTS", "RunReport", "check_bounds", "chol_with_jitter", "optimize", "report"]
+__all__ = ["OPTIMIZER_CONSTRAINTS", "RunReport", "check_bounds", "check_target_scale", "chol_with_jitter", "optimize",
+           "report"]
 
 log = logging.getLogger(__name__)
 
@@ -284,3 +285,13 @@ def report(best: RunReport, runs, names, bounds, *, owner: str, what: str = "log
             f"{', i.e. not at all' if gain <= 0 else ''}). Increase max_iter or try another optimizer.",
             ConvergenceWarning, stacklevel=3,
         )
+
+
+def check_target_scale(owner: str, y: np.ndarray) -> None:
+    """The objectives (LOO error, evidence) sum squares of the targets: a ``y`` whose squares
+    overflow float64 is refused by name (it was "could not be evaluated at any start")."""
+    n = max(int(y.shape[0]), 1) * (int(y.shape[1]) if y.ndim == 2 else 1)
+    ymax = float(np.max(np.abs(y))) if y.size else 0.0
+    if ymax > math.sqrt(np.finfo(np.float64).max / n):
+        raise ValueError(f"{owner}: target values too large: the squares of y overflow float64 (largest |y| = "
+                         f"{ymax:.3g}); rescale y.")

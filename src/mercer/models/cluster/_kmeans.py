@@ -17,10 +17,9 @@ from numbers import Integral
 import numpy as np
 import torch
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin
-from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
-from ..._backend import as_output, make_generator, row_sq_norms, to_numpy
+from ..._backend import as_output, check_random_state, make_generator, row_sq_norms, to_numpy
 from ..._validation import Interval, Options, check_params
 from ...kmeans import assign, block_rows, kmeans, kmeans_streamed, seed_indices, sq_distances
 from ...linalg import default_memory_budget, source_to_memory

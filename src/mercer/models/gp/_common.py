@@ -13,14 +13,13 @@ import warnings
 import numpy as np
 import torch
 from sklearn.base import BaseEstimator, MultiOutputMixin, RegressorMixin
-from sklearn.utils import check_random_state
 
-from ..._backend import as_output, to_numpy
+from ..._backend import as_output, check_random_state, to_numpy
 from ..._validation import Interval, Options, check_param, check_params
 from ...kernels import Kernel, LearnableKernel, Scaled, Sum
 from ...linalg import NumericalWarning, plan_rows
 from .._base import COMPUTE_CONSTRAINTS, KERNEL_CONSTRAINTS, KernelEstimatorMixin
-from .._hyperopt import OPTIMIZER_CONSTRAINTS, check_bounds, optimize, report
+from .._hyperopt import OPTIMIZER_CONSTRAINTS, check_bounds, check_target_scale, optimize, report
 
 log = logging.getLogger(__name__)
 
@@ -97,6 +96,7 @@ class _GPBase(MultiOutputMixin, RegressorMixin, KernelEstimatorMixin, BaseEstima
         self._check_params()
         X = self._validate_X(X, reset=True)
         y = self._validate_y(y, X.shape[0])
+        check_target_scale(type(self).__name__, y)
         self._setup_compute(X)
         kernel = self._resolve_kernel()
         if kernel.is_precomputed:

@@ -14,10 +14,9 @@ import numbers
 
 import numpy as np
 import torch
-from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
-from ..._backend import to_numpy
+from ..._backend import check_random_state, to_numpy
 from ..._validation import Interval, Options
 from ...kernels import DistanceCache, LearnableKernel
 from ...kmeans import kmeans

@@ -34,10 +34,9 @@ import numpy as np
 import torch
 from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
-from ..._backend import as_output, to_numpy
+from ..._backend import as_output, check_random_state, to_numpy
 from ..._validation import Interval, Options, check_params
 from ...linalg import KernelOperator, MemoryBudgetError, plan_rows, row_blocks
 from .._base import COMPUTE_CONSTRAINTS, KERNEL_CONSTRAINTS, KernelEstimatorMixin, labels_from_scores

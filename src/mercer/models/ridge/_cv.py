@@ -24,14 +24,14 @@ from numbers import Real
 import numpy as np
 import torch
 from sklearn.base import BaseEstimator, MultiOutputMixin, RegressorMixin
-from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
+from ..._backend import check_random_state
 from ..._validation import Interval, Options, check_params
 from ...kernels import DistanceCache, LearnableKernel
 from ...linalg import MemoryBudgetError, format_bytes
 from .._base import COMPUTE_CONSTRAINTS, KERNEL_CONSTRAINTS, KernelEstimatorMixin
-from .._hyperopt import OPTIMIZER_CONSTRAINTS, check_bounds, chol_with_jitter, optimize, report
+from .._hyperopt import OPTIMIZER_CONSTRAINTS, check_bounds, check_target_scale, chol_with_jitter, optimize, report
 from ._exact import KernelRidge
 
 __all__ = ["KernelRidgeCV", "loo_residuals"]
@@ -158,6 +158,7 @@ class KernelRidgeCV(MultiOutputMixin, RegressorMixin, KernelEstimatorMixin, Base
         bounds_a = check_bounds(owner, "alpha_bounds", self.alpha_bounds)
         X = self._validate_X(X, reset=True)
         y = self._validate_y(y, X.shape[0])
+        check_target_scale(owner, y)
         self._setup_compute(X)
         kernel = self._resolve_kernel()
         if kernel.is_precomputed:
