@@ -107,6 +107,8 @@ def main(argv=None) -> None:
     ap.add_argument("--dtypes", default="float32,float64", help="--check: the dtypes to compare")
     ap.add_argument("--max-rows", type=int, default=10_000_000, help="--check: largest Nystroem fit on the GPU")
     ap.add_argument("--tiny", action="store_true", help="--check: tiny sizes (the dry run on a CPU)")
+    ap.add_argument("--budget-s", type=float, default=math.inf,
+                    help="--check: cases not started within this many seconds are recorded as skipped")
     args = parse_suite_args(ap, argv)
     if args.device.startswith("cuda") and not torch.cuda.is_available():
         raise SkipSuite("gpu: no CUDA device here (--device cpu runs the CPU side alone)")
@@ -230,8 +232,21 @@ def check(args) -> None:
     Xte, yte = regression_data(sz(5000, 200), d, 99)
     rows = []
 
+    t_start = time.perf_counter()
+
+    def limit() -> int:  # a case's alarm: its own limit, within what is left of --budget-s
+        return int(max(1, min(args.case_limit, args.budget_s - (time.perf_counter() - t_start))))
+
+    def over_budget(name, dtype) -> bool:
+        if time.perf_counter() - t_start < args.budget_s:
+            return False
+        rows.append({"case": name, "device": dev, "dtype": dtype, "seconds": "skipped (--budget-s)"})
+        return True
+
     def pair(name, kind, dtype, fit):
         """``fit(device) -> (metrics, values)`` on the device, then on the CPU; the values compared."""
+        if over_budget(name, dtype):
+            return
         values = []
         for dv in (dev, "cpu"):
             box = {}
@@ -239,7 +254,7 @@ def check(args) -> None:
             def run(dv=dv, box=box):
                 metrics, box["values"] = fit(dv)
                 return metrics
-            row = run_case(name, dv, run, args.case_limit)
+            row = run_case(name, dv, run, limit())
             row["dtype"] = dtype
             rows.append(row)
             values.append(box.get("values"))
@@ -311,7 +326,9 @@ def check(args) -> None:
                 m = mercer.NystroemKernelRidge(alpha=1e-6 * n, kernel="rbf", gamma=1.0 / (2 * d), n_centers=M,
                                                random_state=0, device=dev, dtype=dtype).fit(X, y)
                 return {"rmse": rmse(m.predict(Xte), yte), "cg_iter": int(np.max(m.n_iter_)), "solver": m.solver_}
-            row = run_case(f"NystroemKernelRidge n={n} M={M}", dev, fit, args.case_limit)
+            if over_budget(f"NystroemKernelRidge n={n} M={M}", dtype):
+                continue
+            row = run_case(f"NystroemKernelRidge n={n} M={M}", dev, fit, limit())
             row["dtype"] = dtype
             rows.append(row)
         del X, y
