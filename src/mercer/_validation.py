@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import re
 from collections.abc import Callable, Iterable
 
 import numpy as np
@@ -92,14 +93,24 @@ def check_array_like(
                 f"{estimator.n_features_in_} features as input."
             )
         return X
-    return validate_data(
-        estimator,
-        X,
-        reset=reset,
-        accept_sparse=("csr",) if accept_sparse else False,
-        dtype=[np.float64, np.float32],
-        ensure_min_samples=ensure_min_samples,
-    )
+    try:
+        return validate_data(
+            estimator,
+            X,
+            reset=reset,
+            accept_sparse=("csr",) if accept_sparse else False,
+            dtype=[np.float64, np.float32],
+            ensure_min_samples=ensure_min_samples,
+        )
+    except (ValueError, TypeError) as exc:
+        # numpy's own words ("could not convert string to float: 'a'") say neither what nor whose
+        if type(exc) in (ValueError, TypeError) and not _NAMES_AN_INPUT.search(str(exc)):
+            raise type(exc)(f"{owner} expected a real-valued {name}: {exc}") from exc
+        raise
+
+
+#: what scikit-learn's messages about an input say (they are kept as they are)
+_NAMES_AN_INPUT = re.compile(r"\bX\b|\by\b|sample\(s\)|feature\(s\)|features")
 
 
 # -- parameter tables ---------------------------------------------------------------------------
@@ -172,7 +183,9 @@ _NAMED: dict[str, tuple[Callable[[object], bool], str]] = {
                                              and 0 <= v < 2**32) or isinstance(v, (np.random.RandomState,
                                                                                     np.random.Generator, torch.Generator)),
                      "an int in the range [0, 4294967295], a RandomState, a Generator or None"),
-    "array-like": (lambda v: not isinstance(v, (str, bytes, dict)) and (hasattr(v, "__len__") or hasattr(v, "shape")),
+    # a numpy scalar has a shape, (): not an array-like
+    "array-like": (lambda v: not isinstance(v, (str, bytes, dict)) and (hasattr(v, "__len__") or
+                                                                         len(getattr(v, "shape", ())) > 0),
                    "an array-like"),
     "callable": (callable, "a callable"),
     "device": (lambda v: isinstance(v, (str, torch.device)), "a torch device or its name ('cpu', 'cuda', 'cuda:1')"),

@@ -119,6 +119,9 @@ def _take_pivot(G: torch.Tensor, j: int, col: torch.Tensor, dp: float, p: int, d
     """Write column ``j`` of the factor from pivot ``p``'s residual column and update the residual diagonal."""
     g = col / math.sqrt(dp)
     g[taken] = 0.0  # exact zeros on earlier pivots (rounding would leave ~eps there)
+    # the residual column at its pivot is the residual diagonal there: sqrt(dp) exactly (a kernel
+    # whose rounded k(x, x) is not its diag -- RBF at gamma=1e300 gives 0 -- left a singular factor)
+    g[p] = math.sqrt(dp)
     G[:, j] = g
     diag.sub_(g.to(torch.float64) ** 2).clamp_min_(0.0)
     diag[p] = 0.0

@@ -49,7 +49,8 @@ class _LandmarkArray:
     anything with a length or a shape but a string; its shape is checked by :func:`check_landmarks_param`."""
 
     def accepts(self, v) -> bool:
-        return not isinstance(v, str) and (hasattr(v, "__len__") or hasattr(v, "shape"))
+        # not a dict (a mapping of names), nor a numpy scalar (its shape is ())
+        return not isinstance(v, (str, bytes, dict)) and (hasattr(v, "__len__") or len(getattr(v, "shape", ())) > 0)
 
     def __str__(self) -> str:
         return "an array-like of shape (n_landmarks, n_features)"

@@ -44,6 +44,8 @@ def kmeans_plusplus(n: int, k: int, dist: DistanceOracle, generator: torch.Gener
     w = sample_weight
     if n_local_trials is None:
         n_local_trials = 2 + int(math.log(k))
+    # more candidates than points draw nothing new: an (n, 2**32) buffer was the fit's end
+    n_local_trials = min(int(n_local_trials), max(n, 1))
 
     def closest_to(idx):
         return torch.cat([dist(idx, s) for s in row_blocks(n, rows, desc="k-means++")]).clamp_min_(0.0)

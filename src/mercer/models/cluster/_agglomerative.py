@@ -14,6 +14,7 @@ from sklearn.base import BaseEstimator, ClusterMixin
 from sklearn.utils.validation import check_is_fitted
 
 from ..._validation import Interval, Options, check_at_most, check_params
+from ...approx import check_finite
 from ...linalg import MemoryBudgetError, format_bytes, plan_blocks, row_blocks
 from .._base import COMPUTE_CONSTRAINTS, KERNEL_CONSTRAINTS, KernelEstimatorMixin
 
@@ -121,6 +122,9 @@ class KernelAgglomerative(ClusterMixin, KernelEstimatorMixin, BaseEstimator):
             for r in range(s.start, s.stop):
                 start = r * n - r * (r + 1) // 2
                 out[start:start + n - 1 - r] = D[r - i, r - i:]
+        # not SciPy's "The condensed distance matrix must contain only finite values": the cause
+        check_finite(torch.from_numpy(out), type(self).__name__, "the pairwise feature-space distances", X=Xt,
+                     kernel=self.kernel_)
         return out
 
     def _check_stop_rule(self, n):

@@ -35,6 +35,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from ..._backend import as_output, make_generator, num_threads
 from ..._validation import Interval, Options, check_at_most, check_params
+from ...approx import overflow_cause
 from ...kernels import resolve_kernel
 from ...linalg import (KernelOperator, MemoryBudgetError, SymmetricGram, auto_method, format_bytes, jittered_cholesky,
                        nystrom_start, plan_rows, row_blocks, top_eigenpairs)
@@ -201,12 +202,18 @@ class KernelPCA(ClassNamePrefixFeaturesOutMixin, TransformerMixin, KernelEstimat
         gen = make_generator(self.random_state)  # CPU draws: the same start on every device
         opts = dict(method=method, tol=self.tol or None, max_iter=self.max_iter, generator=gen)
         t0 = time.perf_counter()
-        if fits and not self.kernel_.is_precomputed:
-            res, col_mean, all_mean, trace = self._gram_eigenpairs(Xt, k, method, opts)
-        elif fits:
-            res, col_mean, all_mean, trace = self._dense_eigenpairs(op.dense(), k, opts)
-        else:
-            res, col_mean, all_mean, trace = self._implicit_eigenpairs(op, Xt, k, method, opts)
+        try:
+            if fits and not self.kernel_.is_precomputed:
+                res, col_mean, all_mean, trace = self._gram_eigenpairs(Xt, k, method, opts)
+            elif fits:
+                res, col_mean, all_mean, trace = self._dense_eigenpairs(op.dense(), k, opts)
+            else:
+                res, col_mean, all_mean, trace = self._implicit_eigenpairs(op, Xt, k, method, opts)
+        except ValueError as exc:  # the eigensolver's "A contains NaN or infinity": say why
+            if "NaN or infinity" not in str(exc) or self.kernel_.is_precomputed:
+                raise
+            raise ValueError(f"{type(self).__name__}: the kernel matrix is not finite (NaN or infinity): "
+                             f"{overflow_cause(X=Xt, kernel=self.kernel_)}.") from exc
         self._store(res, Xt, col_mean, all_mean, trace)
         if self.fit_inverse_transform:
             self._fit_inverse_transform(Xt)

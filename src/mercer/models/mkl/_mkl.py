@@ -39,7 +39,7 @@ from sklearn.utils.validation import check_is_fitted
 
 from ..._backend import to_numpy
 from ..._validation import Interval, Options, check_params, describe
-from ...approx import Nystroem
+from ...approx import Nystroem, check_finite
 from ...kernels import RBF, Kernel, Scaled, Sum, resolve_kernel
 from ...linalg import MemoryBudgetError, format_bytes, plan_rows, row_blocks
 from .._base import COMPUTE_CONSTRAINTS, KernelEstimatorMixin, check_class_labels
@@ -231,6 +231,9 @@ class _MKLBase(KernelEstimatorMixin, BaseEstimator):
             self._maps = [_NystroemMap(k, m, rs, self._budget).fit(Xt) for k in base]
             feats = [mp.transform(Xt) for mp in self._maps]
         stats = kernel_statistics(base, Xt, Yt, budget=self._budget, features=feats)
+        # not a NaN deep inside EasyMKL's simplex projection or a LAPACK routine: the cause
+        check_finite([torch.from_numpy(np.asarray(v, dtype=np.float64)) for v in stats.values()], type(self).__name__,
+                     "the base kernels' statistics", X=Xt, y=Yt)
         scale = stats["trace"] / n if self.normalize else np.ones(len(base))
         scale = np.where(scale > 0, scale, 1.0)
         self.kernel_scales_ = scale
