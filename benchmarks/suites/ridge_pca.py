@@ -355,10 +355,10 @@ def demo_table(rows) -> str:
           "sklearn fit (s)": _get(r.get("sklearn", {}), "fit_s"),
           "mercer/sklearn": _ratio(r["mercer"], r.get("sklearn", {})),
           "score mercer": _get(r["mercer"], "score"), "score sklearn": _get(r.get("sklearn", {}), "score"),
-          "sklearn run with": _get(r.get("sklearn", {}), "threads")}
+          "mercer run with": _get(r["mercer"], "threads"), "sklearn run with": _get(r.get("sklearn", {}), "threads")}
          for r in rows]
     return ("The cells of `mercer demo` (best of 3 fits after a warm-up, each library in its own fresh process; "
-            "scikit-learn with its default BLAS threads and with one, the faster shown, as in the demo)\n\n"
+            "each library with its default threads and with one, the faster shown, as in the demo)\n\n"
             + markdown_table(t))
 
 
