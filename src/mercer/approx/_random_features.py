@@ -30,7 +30,7 @@ from sklearn.utils.validation import check_is_fitted
 from .._backend import as_output, make_generator, resolve_device, resolve_dtype, to_numpy, to_tensor
 from .._validation import Options, check_array_like, check_params
 from ..kernels import Constant, Kernel, Matern, Product, RBF, Scaled, Sum, resolve_kernel
-from ..linalg import StreamedMethodsMixin, row_blocks
+from ..linalg import MemoryBudgetError, StreamedMethodsMixin, default_memory_budget, format_bytes, row_blocks
 from ..sources import RowSource
 from ._constraints import COMPUTE_CONSTRAINTS, KERNEL_CONSTRAINTS, N_COMPONENTS
 from ._stream import fit_source, source_variance
@@ -262,6 +262,11 @@ class RandomFourierFeatures(TransformerMixin, StreamedMethodsMixin, BaseEstimato
         dtype = resolve_dtype(self.dtype, Xv)
         gen = make_generator(self.random_state)  # CPU draws: the same features on every device
         d, m = Xv.shape[1], int(self.n_components)
+        need, budget = 2 * d * m * 8, default_memory_budget(device)  # the float64 draws and their copy
+        if need > budget:
+            raise MemoryBudgetError(f"{owner}: n_components={m} frequencies of {d} features need about "
+                                    f"{format_bytes(need)}, more than the memory budget of {format_bytes(budget)}; "
+                                    "lower n_components.")
         W, k0 = spectral_sample(kernel, d, m, generator=gen, dtype=torch.float64, device=device, owner=owner)
         if self.orthogonal:
             W = _orthogonalise(W, gen)

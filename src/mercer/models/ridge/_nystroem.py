@@ -144,11 +144,12 @@ class _NystroemRidgeBase(KernelEstimatorMixin, BaseEstimator):
             self.coef_ = self._solve_direct(op, w, n_w, rhs, K_mm, _alpha_groups(alphas), gram)
         else:
             self.coef_ = self._solve_cg(op, w, n_w, rhs, K_mm, _alpha_groups(alphas))
-        # predict computes in the model's dtype (the direct solve's float64 tiles aside): coefficients it
-        # cannot hold (targets beyond float32) are an error now, not non-finite predictions later
-        check_finite(self.coef_.to(self._dtype), type(self).__name__, "the fitted coefficients", X=X,
-                     kernel=self.kernel_, dtype=self._dtype, y=Y)
         self.intercept_ = y_mean - (0.0 if self._k_mean is None else to_numpy(self._k_mean @ self.coef_))
+        # predict computes in the model's dtype (the direct solve's float64 tiles aside): coefficients or
+        # intercepts it cannot hold (targets beyond float32) are an error now, not non-finite predictions later
+        check_finite([self.coef_.to(self._dtype), torch.as_tensor(np.asarray(self.intercept_, dtype=np.float64)).to(
+            self._dtype)], type(self).__name__, "the fitted coefficients", X=X, kernel=self.kernel_, dtype=self._dtype,
+            y=Y)
         del self._k_mean
         self.centers_ = Z
         self.center_indices_ = None if idx is None else to_numpy(idx)

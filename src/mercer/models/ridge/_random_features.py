@@ -137,11 +137,17 @@ class RandomFeatureRidge(MultiOutputMixin, RegressorMixin, KernelEstimatorMixin,
             A = G.clone()
             A.diagonal().add_(float(a))
             coef[:, j] = jittered_cholesky(A, owner=owner).solve(b[:, j])
+        intercept = eq.intercept(coef)
+        # predict computes in self._dtype: coefficients or intercepts it cannot hold (|y| ~ 1e300 in
+        # float32) would be infinite predictions
+        check_finite([coef.to(self._dtype), torch.from_numpy(intercept).to(self._dtype)], owner,
+                     f"the coefficients in {str(self._dtype).replace('torch.', '')}", X=Xt, kernel=rff.kernel_, y=Yt,
+                     dtype=self._dtype)
         self.features_ = rff
         self.kernel_ = rff.kernel_
         self.coef_ = coef[:, 0] if y.ndim == 1 else coef
         self._y_1d = y.ndim == 1
-        self.intercept_ = intercept_output(eq.intercept(coef), self._y_1d)
+        self.intercept_ = intercept_output(intercept, self._y_1d)
         self.fit_time_ = time.perf_counter() - t0
         return self
 

@@ -170,6 +170,10 @@ class BudgetSVC(KernelEstimatorMixin, ClassifierMixin, BaseEstimator):
         try:
             with _few_threads(Xt.device, n * Z.shape[0] * max(1, Xt.shape[1] // 16)):
                 loss, W = self._optimise(params, closure, weights)
+        except torch.linalg.LinAlgError as exc:  # K_ZZ not positive definite even with its jitter
+            raise ValueError(f"{type(self).__name__}: the kernel matrix of the learnt vectors is not positive "
+                             f"definite (kernel={self.kernel_!r}, C={self.C!r}): use a positive-definite kernel "
+                             "(not 'sigmoid'), a smaller gamma or C, or learn_vectors=False.") from exc
         except RuntimeError as exc:
             if "grad" in str(exc):
                 raise ValueError(f"{type(self).__name__}: the kernel {self.kernel_!r} is not differentiable with "

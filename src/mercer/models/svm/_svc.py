@@ -471,7 +471,9 @@ class KernelSVC(_SVCDecisionMixin, KernelEstimatorMixin, ClassifierMixin, BaseEs
         rows = _Rows(self.kernel_, Xt[it], self._budget, cols=it if self.kernel_.is_precomputed else None,
                      owner=type(self).__name__)
         # The cache's capacity (LIBSVM's cache_size): at least the two rows of the pair being updated.
-        cache_bytes = self._plan.share("row cache") if self.cache_size is None else int(self.cache_size * MiB)
+        # (a cache_size of 1e308 MiB is inf bytes: capped, never int(inf))
+        cache_bytes = self._plan.share("row cache") if self.cache_size is None else int(min(self.cache_size * MiB,
+                                                                                             2.0**62))
         cache_rows = max(2, min(n, cache_bytes // max(1, n * _CACHE_ITEMSIZE)))
         batch = plan_rows(_MAX_BATCH, n * _CACHE_ITEMSIZE, budget=self._budget, min_rows=_MIN_BATCH,
                           max_bytes=SVM_BATCH_BYTES, what="a batch of kernel rows")
