@@ -25,9 +25,13 @@ PROBE = ROOT / "benchmarks" / "probes" / "probe_memory_budget.py"
 #: one estimator per way a call spends its budget (at 64 MiB each runs in seconds)
 QUICK = ("KernelRidge", "GaussianProcessRegressor", "NystroemKernelRidge", "KernelPCA", "Nystroem")
 
-#: cells measured over their allowance (benchmarks/results/budget/latest.md), each a known,
-#: reported allocation outside the plan; the slow matrix expects them to fail until fixed
-KNOWN_OVER: set[tuple[str, int]] = set()
+#: (estimator, budget in MiB) measured over their allowance (benchmarks/results/budget/latest.md);
+#: the slow matrix tolerates these, and only these, until fixed. KNN, perceptron and reduced-set SVC
+#: peak at one planned tile plus 20-30 MiB of earlier, freed tiles that glibc keeps resident (its
+#: dynamic mmap/trim thresholds: under MALLOC_MMAP_THRESHOLD_=MALLOC_TRIM_THRESHOLD_=1 MiB they are
+#: within it); the radius regressor holds its neighbour lists (O(n^2) at a radius covering all).
+KNOWN_OVER = {("KernelPerceptron", 64), ("KernelKNeighborsClassifier", 64), ("KernelKNeighborsRegressor", 64),
+              ("KernelRadiusNeighborsRegressor", 64), ("ReducedSetSVC", 64)}
 
 
 def _probe(tmp_path, *args, timeout):

@@ -235,7 +235,7 @@ def report(results: list[dict], budgets: list[int], cmd: str) -> str:
             row = {"estimator": name}
             for b in budgets:
                 r = by.get((name, b))
-                row[fmt_bytes(b)] = cell(r) if r else ""
+                row[fmt_bytes(b)] = cell(r) if r else "not run"
             rows.append(row)
         if rows:
             lines += ["", f"## {kind}s", "", markdown_table(rows)]
