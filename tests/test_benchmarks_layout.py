@@ -68,17 +68,17 @@ def _load(path: Path):
 
 @pytest.fixture
 def suite_path(monkeypatch):
-    monkeypatch.syspath_prepend(str(BENCH))
-    monkeypatch.syspath_prepend(str(BENCH / "suites"))
+    """A suite must find its helpers itself (it is run as a script): sys.path is only restored after."""
+    monkeypatch.setattr(sys, "path", list(sys.path))
     for var in ("MERCER_UCI_DIR", "MERCER_FASHION_MNIST_DIR", "FALKON_PYTHON"):
         monkeypatch.delenv(var, raising=False)
 
 
 @pytest.mark.parametrize("path", SUITES, ids=[p.stem for p in SUITES])
 def test_suite_command_line(path, suite_path, monkeypatch, capsys):
-    import _common
-
+    sys.path.insert(0, str(path.parent))  # as for a script: its own folder, nothing else
     module = _load(path)
+    _common = sys.modules["_common"]
     assert getattr(module, "parse_suite_args", None) is _common.parse_suite_args, \
         f"{path.name} must parse its command line with _common.parse_suite_args"
 
@@ -104,6 +104,7 @@ def test_suite_command_line(path, suite_path, monkeypatch, capsys):
 
 
 def test_result_paths(tmp_path, suite_path):
+    sys.path.insert(0, str(BENCH))
     import _common
 
     p = _common.suite_parser("toy", "a toy suite", refs=("sklearn", "falkon"), data=("uci",))

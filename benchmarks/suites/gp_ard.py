@@ -28,7 +28,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # gp.py
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # _common.py
 from _common import (SkipSuite, Timer, git_state, machine_info, markdown_table, parse_suite_args,  # noqa: E402
                      require_uci, suite_parser, write_results)
 from gp import load, nlpd, rmse  # noqa: E402
