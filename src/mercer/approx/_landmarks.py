@@ -31,8 +31,8 @@ from .._validation import Options, check_at_most, check_param, describe, is_torc
 from ..kernels import Kernel
 from ..kmeans import d2_sampling, kmeans
 from ..linalg import DENSE_SERIAL_MAX_N, default_memory_budget, jittered_cholesky, plan_rows, row_blocks
-from ..linalg._eig import eigh as _eigh  # in a worker thread for large matrices: Ctrl-C is heard
-from ..linalg._factor import _interruptible
+from ..linalg import eigh as _eigh  # in a worker thread for large matrices: Ctrl-C is heard
+from ..linalg import interruptible as _interruptible
 from ..sources import RowSource
 from ._cholesky import pivoted_cholesky
 from ._finite import check_finite

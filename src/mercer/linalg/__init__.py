@@ -1,16 +1,16 @@
 """Everything that touches a large matrix: planning, blocked kernel products, factorisations."""
 
 from ._blocking import (MAX_TILE_BYTES, PRODUCT_TILE_BYTES_PER_THREAD, BlockPlan, MemoryBudgetError, available_memory,
-                        format_bytes, observe_blocks, plan_blocks, plan_rows, product_tile_bytes, row_blocks)
+                        current_observer, format_bytes, observe_blocks, plan_blocks, plan_rows, product_tile_bytes, row_blocks)
 from ._plan import (CROSS_SCRATCH_MIN_BYTES, DIRECT_TILE_BYTES, DISTANCE_TILE_BYTES, FACTOR_COLUMN_MIN_BYTES,
                     KMEANS_BLOCK_BYTES, KMEANS_MAX_CHUNK_BYTES, KMEANS_TILE_BYTES, SKETCH_SLAB_BYTES,
                     STATISTIC_BLOCK_BYTES, SVM_BATCH_BYTES, TASK_MIN_BYTES, MIN_WORK_BYTES, MiB, SHARES, SHIFT_SAMPLE_ROWS, STREAM_READ_BYTES, ExecutionPlan,
                     NystroemPlan, active_plan, current_plan, default_memory_budget, nystroem_plan, planned_call)
 from ._cg import CGResult, CGState, conjugate_gradient
 from ._engines import LocalEngine, distributed_engine, engine_for, register_engine
-from ._eig import DENSE_SERIAL_MAX_N, ConvergenceWarning, EigResult, auto_method, nystrom_start, top_eigenpairs
+from ._eig import DENSE_SERIAL_MAX_N, ConvergenceWarning, EigResult, auto_method, eigh, nystrom_start, top_eigenpairs
 from ._factor import (ILL_CONDITIONED_ERROR, CholeskyFactor, NumericalWarning, blocked_cholesky, condition_estimate,
-                      jittered_cholesky, warn_ill_conditioned)
+                      interruptible, jittered_cholesky, warn_ill_conditioned)
 from ._mixed import (MixedSolveInfo, fill_lower_gram, fill_mixed_gram, gram_tile_plan, mixed_precision_solve,
                      symmetric_matvec)
 from ._operator import KernelOperator, Statistics
@@ -41,6 +41,9 @@ __all__ = [
     "SHIFT_SAMPLE_ROWS",
     "STREAM_READ_BYTES",
     "active_plan",
+    "current_observer",
+    "eigh",
+    "interruptible",
     "current_plan",
     "nystroem_plan",
     "planned_call",

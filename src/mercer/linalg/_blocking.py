@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterator
 from .._progress import task
 
 __all__ = ["BlockPlan", "MemoryBudgetError", "PRODUCT_TILE_BYTES_PER_THREAD", "available_memory",
-           "format_bytes", "observe_blocks", "plan_blocks", "plan_rows", "product_tile_bytes", "row_blocks"]
+           "current_observer", "format_bytes", "observe_blocks", "plan_blocks", "plan_rows", "product_tile_bytes", "row_blocks"]
 
 #: Rows below which a tile is too thin for GEMMs to run well; columns are split before rows go under.
 MIN_ROWS = 64
@@ -204,6 +204,12 @@ def plan_rows(n: int, bytes_per_row: float, *, budget: int, fixed_bytes: float =
 #: interrupt checks); set with :func:`observe_blocks`.
 _OBSERVER: contextvars.ContextVar[Callable[[str | None, int, int], None] | None] = contextvars.ContextVar(
     "mercer_block_observer", default=None)
+
+
+def current_observer() -> Callable[[str | None, int, int], None] | None:
+    """The observer of :func:`observe_blocks` in force here (``None`` outside one): for loops that
+    report between blocks themselves (a compiled loop's pauses)."""
+    return _OBSERVER.get()
 
 
 @contextlib.contextmanager

@@ -32,7 +32,7 @@ from .._backend import resolve_device, resolve_dtype
 from .._validation import Interval, Options, check_param, describe
 from ._blocking import EIGH_WORKER_MIN_N
 
-__all__ = ["EigResult", "auto_method", "top_eigenpairs", "nystrom_start", "ConvergenceWarning"]
+__all__ = ["EigResult", "auto_method", "eigh", "top_eigenpairs", "nystrom_start", "ConvergenceWarning"]
 
 METHODS = ("auto", "dense", "power", "lanczos", "randomized")
 _OWNER = "top_eigenpairs"

@@ -18,7 +18,7 @@ import torch
 from .._progress import task
 from ._blocking import _OBSERVER, LAPACK_WORKER_MIN_N, row_blocks
 
-__all__ = ["CholeskyFactor", "blocked_cholesky", "jittered_cholesky", "NumericalWarning", "condition_estimate",
+__all__ = ["CholeskyFactor", "blocked_cholesky", "interruptible", "jittered_cholesky", "NumericalWarning", "condition_estimate",
            "warn_ill_conditioned", "ILL_CONDITIONED_ERROR"]
 
 log = logging.getLogger(__name__)
@@ -119,6 +119,11 @@ def _interruptible(call: Callable[[], T], A: torch.Tensor, desc: str, *, min_n: 
         observer(desc, n, n)
     return outcome["value"]
 
+
+
+#: The public name of :func:`_interruptible`: a single LAPACK call (factorisation, solve, eigh) run in
+#: a worker thread while the calling thread polls for Ctrl-C (for the packages above linalg).
+interruptible = _interruptible
 
 def _try_factor(A: torch.Tensor, blocked: bool = False) -> bool:
     """Factor ``A`` in place (lower triangle read, lower factor written). True on success.

@@ -87,7 +87,7 @@ def check_bounds(owner: str, name: str, bounds) -> tuple[float, float]:
 def chol_with_jitter(K: torch.Tensor) -> torch.Tensor:
     """Differentiable Cholesky factor of ``K``, with a growing jitter (1e-10, relative to the mean
     diagonal, in float64; 1e-6 in float32; up to 10^6 times more) when K is numerically indefinite."""
-    from ..linalg._factor import _interruptible  # large K: factored in a worker thread, Ctrl-C is heard
+    from ..linalg import interruptible as _interruptible  # large K: factored in a worker thread, Ctrl-C is heard
 
     L, info = _interruptible(lambda: torch.linalg.cholesky_ex(K), K, "Cholesky factorisation")
     if int(info) == 0:

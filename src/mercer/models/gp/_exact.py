@@ -33,7 +33,7 @@ from ..._validation import Interval, Options
 from ...kernels import DistanceCache, LearnableKernel, is_sklearn_kernel, resolve_kernel
 from ...linalg import (KernelOperator, MemoryBudgetError, format_bytes, jittered_cholesky, row_blocks,
                        warn_ill_conditioned)
-from ...linalg._factor import _interruptible
+from ...linalg import interruptible as _interruptible
 from .._hyperopt import chol_with_jitter
 from ._common import _LOG2PI, GP_CONSTRAINTS, _GPBase
 from ._sklearn_mode import SklearnTheta, default_kernel

@@ -45,7 +45,7 @@ from sklearn.utils.validation import check_is_fitted
 from ..._backend import as_output, check_random_state, to_numpy
 from ..._validation import Interval, Options, check_params
 from ...linalg import KernelOperator, MemoryBudgetError, conjugate_gradient, format_bytes
-from ...linalg._eig import eigh as _eigh  # in a worker thread for large matrices: Ctrl-C is heard
+from ...linalg import eigh as _eigh  # in a worker thread for large matrices: Ctrl-C is heard
 from .._base import COMPUTE_CONSTRAINTS, KERNEL_CONSTRAINTS, KernelEstimatorMixin, labels_from_scores
 from ._common import _classifier_setup, _serial_if_small
 

@@ -56,7 +56,7 @@ from ..._validation import Interval, Options, check_at_most, check_params
 from ...approx import check_finite
 from ...linalg import (DENSE_SERIAL_MAX_N, ExecutionPlan, KernelOperator, MemoryBudgetError, format_bytes, jittered_cholesky,
                        plan_rows, row_blocks)
-from ...linalg._eig import eigh as _eigh  # in a worker thread for large matrices: Ctrl-C is heard
+from ...linalg import eigh as _eigh  # in a worker thread for large matrices: Ctrl-C is heard
 from .._base import COMPUTE_CONSTRAINTS, KERNEL_CONSTRAINTS, KernelEstimatorMixin
 
 __all__ = ["SketchedKernelRidge", "fwht"]

@@ -19,7 +19,7 @@ from ..._backend import as_output, make_generator, to_numpy
 from ..._validation import Options, check_params
 from ...kmeans import kmeans
 from ...linalg import KernelOperator, plan_rows, row_blocks
-from ...linalg._factor import _interruptible
+from ...linalg import interruptible as _interruptible
 from .._base import COMPUTE_CONSTRAINTS, KernelEstimatorMixin, labels_from_scores
 from ._common import (AT_LEAST_ONE, CLASS_WEIGHT_CONSTRAINT, POSITIVE, SVC_KERNEL_CONSTRAINTS, _class_weights,
                       _few_threads, _labels, svc_kernel)

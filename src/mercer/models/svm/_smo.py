@@ -38,7 +38,7 @@ import torch
 
 from ..._jit import LazyJit
 from ..._progress import task
-from ...linalg._blocking import _OBSERVER
+from ...linalg import current_observer
 
 __all__ = ["SMOResult", "solve_smo"]
 
@@ -61,9 +61,9 @@ _N_STATE = 12
 #: progress bar are heard; the next call resumes where it stopped (same iterates, bit for bit).
 #: A visit costs ~1 ns while the active set is the whole training set (sequential rows), up to
 #: ~35 ns after shrinking (scattered entries of rows out of the CPU caches: 800 active of 10,000
-#: samples, ~100 us per iteration on a loaded machine), so 2**22 visits are 4-150 ms; a return
+#: samples, ~100 us per iteration on a loaded machine), so 2^22 visits are 4-150 ms; a return
 #: costs ~6 us plus one pass over the active set (< 0.5 % of a call).
-PAUSE_WORK = 2**22
+PAUSE_WORK = 4_194_304  # 2^22 sample visits (a count of work, not bytes)
 #: Seconds a call should last: the work per call is lowered from ``PAUSE_WORK`` when calls take
 #: longer (a loaded machine), so that Ctrl-C is heard within ~0.1 s.
 _PAUSE_S = 0.05
@@ -663,14 +663,14 @@ def solve_smo(rows: Callable[[np.ndarray], np.ndarray], diag: np.ndarray, y: np.
             d.st, float(tol), d.need, XT, scratch)
     converged = True
     run = _jit("_run")
-    observer = _OBSERVER.get()
+    observer = current_observer()
     bar = task("SMO", unit="it")  # objective: approximate while shrinking (stale gradients)
     while True:  # a Ctrl-C is raised between two calls (at most PAUSE_WORK of loop apart)
         t0 = time.perf_counter()
         code = run(*args)
         elapsed = time.perf_counter() - t0
         if code == _PAUSE:  # aim at _PAUSE_S per call, never above PAUSE_WORK
-            d.st[_S_WORK_MAX] = min(PAUSE_WORK, max(2**14, int(d.st[_S_WORK_MAX] * min(2.0, _PAUSE_S / max(elapsed, 1e-6)))))
+            d.st[_S_WORK_MAX] = min(PAUSE_WORK, max(16_384, int(d.st[_S_WORK_MAX] * min(2.0, _PAUSE_S / max(elapsed, 1e-6)))))
         bar.update(int(d.st[_S_ITER]), objective=d.objective, rows=int(d.st[_S_ROWS]))
         if observer is not None:
             observer("SMO", int(d.st[_S_ITER]), int(d.st[_S_MAXITER]))
