@@ -31,7 +31,10 @@ QUICK = ("KernelRidge", "GaussianProcessRegressor", "NystroemKernelRidge", "Kern
 #: dynamic mmap/trim thresholds: under MALLOC_MMAP_THRESHOLD_=MALLOC_TRIM_THRESHOLD_=1 MiB they are
 #: within it); the radius regressor holds its neighbour lists (O(n^2) at a radius covering all).
 KNOWN_OVER = {("KernelPerceptron", 64), ("KernelKNeighborsClassifier", 64), ("KernelKNeighborsRegressor", 64),
-              ("KernelRadiusNeighborsRegressor", 64), ("ReducedSetSVC", 64)}
+              ("KernelRadiusNeighborsRegressor", 64), ("ReducedSetSVC", 64),
+              # unplanned n_sv x n_vectors blocks and lstsq copies in ReducedSetSVC._refit; the radius
+              # classifier's neighbour lists of every query at once (6 GiB at 2 GiB, n = 21,000)
+              ("ReducedSetSVC", 256), ("KernelRadiusNeighborsClassifier", 2048)}
 
 
 def _probe(tmp_path, *args, timeout):
