@@ -5,6 +5,7 @@ that it cannot rot between the runs on a GPU."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -13,8 +14,10 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_gpu_check_dry_run(tmp_path):
+    # as run by hand (under `make test` MAKELEVEL is set, and the report would name `make gpu-check DRY=1`)
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKELEVEL", "MAKEFLAGS", "MFLAGS")}
     proc = subprocess.run([sys.executable, "benchmarks/tools/gpu_check.py", "--dry-run", "--out", str(tmp_path)],
-                          cwd=ROOT, capture_output=True, text=True, timeout=900)
+                          cwd=ROOT, capture_output=True, text=True, timeout=900, env=env)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     report = json.loads((tmp_path / "quick.json").read_text())
     assert report["dry_run"] and report["passed"]
