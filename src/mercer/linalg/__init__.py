@@ -14,6 +14,7 @@ from ._factor import (ILL_CONDITIONED_ERROR, CholeskyFactor, NumericalWarning, b
 from ._mixed import (MixedSolveInfo, fill_lower_gram, fill_mixed_gram, gram_tile_plan, mixed_precision_solve,
                      symmetric_matvec)
 from ._operator import KernelOperator, Statistics
+from ._hyperstats import KernelStatistics, kernel_statistics, statistics_rows
 from ._protocol import ProductOperator
 from ._sym_gram import SymmetricGram
 from ._preconditioner import FalkonPreconditioner, falkon_solve_bytes, lower_gram
@@ -57,6 +58,7 @@ __all__ = [
     "EigResult",
     "FalkonPreconditioner",
     "KernelOperator",
+    "KernelStatistics",
     "LocalEngine",
     "ProductOperator",
     "Statistics",
@@ -82,6 +84,7 @@ __all__ = [
     "format_bytes",
     "gram_tile_plan",
     "jittered_cholesky",
+    "kernel_statistics",
     "lower_gram",
     "map_rows",
     "mixed_precision_solve",
@@ -94,6 +97,7 @@ __all__ = [
     "row_blocks",
     "source_rows",
     "source_to_memory",
+    "statistics_rows",
     "symmetric_matvec",
     "tensor_blocks",
     "top_eigenpairs",

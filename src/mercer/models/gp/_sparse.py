@@ -18,13 +18,13 @@ from sklearn.utils.validation import check_is_fitted
 
 from ..._backend import check_random_state, to_numpy
 from ..._validation import Interval, Options
-from ...kernels import DistanceCache, LearnableKernel
+from ...kernels import LearnableKernel
 from ...kmeans import kmeans
-from ...linalg import MemoryBudgetError, format_bytes, jittered_cholesky, row_blocks
+from ...linalg import jittered_cholesky, kernel_statistics, row_blocks
 from .._hyperopt import chol_with_jitter
 from ._common import _LOG2PI, GP_CONSTRAINTS, _GPBase
 
-__all__ = ["SparseGPRegressor"]
+__all__ = ["SparseGPRegressor", "sgpr_bound_from_statistics"]
 
 
 def _sgpr_bound(lk: LearnableKernel, theta_k, noise, Z, X, Y, jitter, caches=(None, None)) -> torch.Tensor:
@@ -45,6 +45,32 @@ def _sgpr_bound(lk: LearnableKernel, theta_k, noise, Z, X, Y, jitter, caches=(No
     kdiag = k.diag(X).sum()
     return (-0.5 * n * t * _LOG2PI - t * torch.log(LB.diagonal()).sum() - 0.5 * n * t * torch.log(noise)
             - 0.5 * (Y * Y).sum() / noise + 0.5 * (c * c).sum() - 0.5 * t * (kdiag / noise - AAT.diagonal().sum()))
+
+
+def sgpr_bound_from_statistics(stats, Kuu: torch.Tensor, noise, jitter: float) -> torch.Tensor:
+    """Titsias' collapsed bound from the blocked statistics (:func:`mercer.linalg.kernel_statistics`,
+    one weight column of ones) and ``Kuu = k(Z, Z)``: with ``L = chol(K_ZZ + jitter)``,
+    ``P = L^{-1} A L^{-T} / s2`` (``A = K_ZX K_XZ``), ``L_B = chol(I + P)``,
+    ``c = L_B^{-1} L^{-1} K_ZX y / s2``,
+
+    .. math:: -\\tfrac{nt}{2}\\log 2\\pi - t \\sum \\log \\mathrm{diag}\\, L_B - \\tfrac{nt}{2}\\log s2
+              - \\tfrac{y^T y}{2 s2} + \\tfrac12 \\|c\\|^2 - \\tfrac t2 \\big(\\tfrac{\\sum_i k(x_i, x_i)}{s2}
+              - \\mathrm{tr}\\, P\\big),
+
+    equal to :func:`_sgpr_bound` (which forms ``K_ZX``) without any ``n x M`` matrix."""
+    A, b, kd, n, yy = stats.gram[0], stats.rhs[0], stats.kdiag[0], stats.n_w[0], stats.yy[0].sum()
+    t, m = b.shape[1], b.shape[0]
+    eye = torch.eye(m, dtype=A.dtype, device=A.device)
+    Kuu = Kuu.to(A.dtype)
+    Kuu = Kuu + (jitter * Kuu.diagonal().detach().mean()) * eye
+    L = chol_with_jitter(Kuu)
+    LiA = torch.linalg.solve_triangular(L, A, upper=False)
+    P = torch.linalg.solve_triangular(L, LiA.mT, upper=False) / noise
+    P = 0.5 * (P + P.mT)
+    LB = chol_with_jitter(eye + P)
+    c = torch.linalg.solve_triangular(LB, torch.linalg.solve_triangular(L, b, upper=False), upper=False) / noise
+    return (-0.5 * n * t * _LOG2PI - t * torch.log(LB.diagonal()).sum() - 0.5 * n * t * torch.log(noise)
+            - 0.5 * yy / noise + 0.5 * (c * c).sum() - 0.5 * t * (kd / noise - P.diagonal().sum()))
 
 
 class SparseGPRegressor(_GPBase):
@@ -158,25 +184,22 @@ class SparseGPRegressor(_GPBase):
 
     def _optimise(self, lk, theta, bounds, names, Z, Xt, Yt, jitter, learn_z):
         """Maximise the collapsed bound over ``theta`` (and the inducing points ``Z`` when
-        ``learn_z``: unbounded extra coordinates that restarts do not perturb); returns both."""
+        ``learn_z``: unbounded extra coordinates that restarts do not perturb); returns both.
+
+        Each evaluation is two blocked passes over the rows (:func:`mercer.linalg.kernel_statistics`:
+        the statistics, then their gradient), in O(block + M^2) memory: no ``n x M`` matrix is held."""
         (n, d), m = Xt.shape, self.n_inducing_
-        need = (4 * n * m + 4 * m * m) * torch.finfo(self._dtype).bits // 8
-        if need > self._budget:
-            raise MemoryBudgetError(
-                f"{type(self).__name__}: learning the hyperparameters holds about 4 matrices of {n} x {m} "
-                f"({format_bytes(need)}), more than the memory budget of {format_bytes(self._budget)}; "
-                "lower n_inducing, subsample, or raise memory_budget.")
         p = theta.size
         full = np.concatenate([theta, to_numpy(Z).ravel().astype(np.float64)]) if learn_z else theta
         fb = np.vstack([bounds, np.full((full.size - p, 2), [-np.inf, np.inf])]) if learn_z else bounds
         perturb = np.arange(full.size) < p
-        # the inputs are the same at every step, unless the inducing points are learned
-        caches = (None, None) if learn_z else (DistanceCache(Z), DistanceCache(Z, Xt))
+        plan = self._plan
 
         def loss(t):
             tk, noise = self._split(t[:p], self._n_kernel)
             Zt = t[p:].reshape(m, d) if learn_z else Z
-            return -_sgpr_bound(lk, tk, noise, Zt, Xt, Yt, jitter, caches)
+            stats = kernel_statistics(lk.at, tk, Zt, Xt, Yt, memory_budget=plan, desc=type(self).__name__)
+            return -sgpr_bound_from_statistics(stats, lk.at(tk)(Zt), noise, jitter)
 
         full = self._run_optimizer(loss, full, fb, names, perturb=perturb)
         if learn_z:

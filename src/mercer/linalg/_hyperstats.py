@@ -1,0 +1,200 @@
+"""Blocked statistics of a kernel and their backward pass: what learning hyperparameters at scale needs.
+
+The objectives of Nyström ridge (GCV, hold-out error) and of sparse GP regression (Titsias'
+collapsed bound) see the data only through sums over its rows. With ``K = k_theta(X, Z)`` (``n x m``),
+``W = diag(w)`` and targets ``Y`` (``n x t``), :func:`kernel_statistics` returns, per weight column
+``g`` (``w`` may hold several: a training and a validation mask),
+
+* ``gram[g] = K^T W_g K`` (m x m), ``rhs[g] = K^T W_g Y`` (m x t), ``colsum[g] = K^T W_g 1`` (m),
+* ``kdiag[g] = sum_i w_gi k(x_i, x_i)``,
+
+and the kernel-free sums ``n_w[g] = sum_i w_gi``, ``yy[g] = sum_i w_gi y_i^2``, ``ysum[g] = Y^T w_g``.
+
+**Forward** (pass 1): one loop over row blocks (:func:`~mercer.linalg.row_blocks`: progress and
+Ctrl-C; a row source is read block by block), no autograd graph kept: memory O(block + m^2), never
+``n x m``. The four kernel statistics are the outputs of one :class:`torch.autograd.Function` of
+``theta`` (the kernel's log-hyperparameters) and ``Z``, so an objective written on them -- and on
+``K_MM = k_theta(Z, Z)``, small and on the graph -- is differentiated by autograd as usual.
+
+**Backward** (pass 2): given the adjoints ``G_A = dL/dgram``, ``G_b = dL/drhs``, ``g_c = dL/dcolsum``,
+``g_k = dL/dkdiag``, each block's tile ``K_b`` is recomputed with autograd on and the vector-Jacobian
+product of ``K_b`` with its adjoint
+
+.. math:: \\bar K_b = \\sum_g W_{g,b} \\big(K_b (G_{A,g} + G_{A,g}^T) + Y_b G_{b,g}^T + 1 g_{c,g}^T\\big)
+
+(and of the block's diagonal with ``sum_g g_{k,g} w_{g,b}``) is accumulated into the gradients with
+respect to ``theta`` and ``Z``: two passes per objective and gradient, whatever the number of
+hyperparameters (ARD: one per feature) or of centres' coordinates.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+
+import torch
+
+from ..sources import RowSource
+from ._blocking import plan_rows, row_blocks
+from ._plan import DIRECT_TILE_BYTES, current_plan
+from ._source_blocks import tensor_blocks
+
+__all__ = ["KernelStatistics", "kernel_statistics", "statistics_rows"]
+
+#: Kernel-row copies one row of a block holds in the backward pass: the tile, the kernel's saved
+#: intermediates (besides its declared scratch), the tile's adjoint and ``K_b G_A``.
+_BACKWARD_ROW_COPIES = 4.0
+
+
+@dataclasses.dataclass(frozen=True)
+class KernelStatistics:
+    """The sums of :func:`kernel_statistics`, one leading entry per weight column ``g`` (float64).
+
+    ``gram`` (g, m, m), ``rhs`` (g, m, t), ``colsum`` (g, m), ``kdiag`` (g,) are differentiable in
+    ``theta`` and ``Z``; ``n_w`` (g,), ``yy`` (g, t), ``ysum`` (g, t) do not depend on the kernel."""
+
+    gram: torch.Tensor
+    rhs: torch.Tensor
+    colsum: torch.Tensor
+    kdiag: torch.Tensor
+    n_w: torch.Tensor
+    yy: torch.Tensor
+    ysum: torch.Tensor
+
+
+def statistics_rows(n: int, m: int, d: int, t: int, g: int, *, itemsize: int, scratch: float, memory_budget=None,
+                    device=None, what: str = "a block of the kernel statistics") -> int:
+    """Rows per block of :func:`kernel_statistics`: its backward pass holds ``4 + scratch`` kernel rows
+    of ``m`` entries, the inputs, targets and weights per row; ``g`` float64 ``m x m`` accumulators
+    and their adjoints (and the centres) throughout."""
+    plan = current_plan(memory_budget, device)
+    per_row = itemsize * (m * (_BACKWARD_ROW_COPIES + scratch) + d + t + g)
+    fixed = 8 * (2 * g * m * (m + t + 1)) + itemsize * 2 * m * d
+    return plan_rows(n, per_row, budget=plan.budget, fixed_bytes=fixed, max_bytes=DIRECT_TILE_BYTES, what=what)
+
+
+class _Pass:
+    """The data of one call (inputs, targets, weights, block size) and its two passes."""
+
+    def __init__(self, kernel_at, X, Y, W, rows, desc):
+        self.kernel_at, self.X, self.Y, self.W, self.rows, self.desc = kernel_at, X, Y, W, rows, desc
+
+    def blocks(self, dtype, device, what):
+        """``(Xb, Yb, Wb)`` per row block (a source is read one block at a time)."""
+        desc = f"{self.desc}: {what}"
+        if isinstance(self.X, RowSource):
+            for r, Xb in tensor_blocks(self.X, self.rows, dtype=dtype, device=device, desc=desc):
+                yield Xb, self.Y[r], self.W[r]
+        else:
+            for r in row_blocks(self.X.shape[0], self.rows, desc=desc):
+                yield self.X[r], self.Y[r], self.W[r]
+
+    def forward(self, theta, Z):
+        m, t, g = Z.shape[0], self.Y.shape[1], self.W.shape[1]
+        f64 = dict(dtype=torch.float64, device=Z.device)
+        gram, rhs = torch.zeros(g, m, m, **f64), torch.zeros(g, m, t, **f64)
+        colsum, kdiag = torch.zeros(g, m, **f64), torch.zeros(g, **f64)
+        with torch.no_grad():
+            k = self.kernel_at(theta)
+            for Xb, Yb, Wb in self.blocks(Z.dtype, Z.device, "statistics"):
+                Kb = k(Xb, Z)
+                Wd = Wb.to(Kb.dtype)
+                for j in range(g):
+                    WK = Kb * Wd[:, j, None]
+                    gram[j].add_(WK.mT @ Kb)  # the tile's dtype, summed in float64
+                    rhs[j].add_(WK.mT @ Yb.to(Kb.dtype))
+                    colsum[j].add_(WK.sum(0))
+                kdiag.add_(Wd.mT @ k.diag(Xb))
+        gram = 0.5 * (gram + gram.mT)  # exactly symmetric (the products' rounding is not)
+        return gram, rhs, colsum, kdiag
+
+    def backward(self, theta, Z, gA, gb, gc, gk, needs):
+        want = [x for x, need in zip((theta, Z), needs) if need]
+        grads = [torch.zeros_like(x) for x in want]
+        if not want:
+            return None, None
+        GA = gA + gA.mT  # d<G_A, K^T W K>/dK = W K (G_A + G_A^T)
+        with torch.enable_grad():
+            leaves = [x.detach().requires_grad_(need) for x, need in zip((theta, Z), needs)]
+            inputs = [x for x, need in zip(leaves, needs) if need]
+            for Xb, Yb, Wb in self.blocks(Z.dtype, Z.device, "gradient"):
+                k = self.kernel_at(leaves[0])  # per block: each block's graph is freed by its own grad
+                Kb = k(Xb, leaves[1])
+                Wd = Wb.to(torch.float64)
+                with torch.no_grad():
+                    K64 = Kb.detach().to(torch.float64)
+                    Y64 = Yb.to(torch.float64)
+                    bar = torch.zeros_like(K64)
+                    for j in range(Wd.shape[1]):
+                        bar.add_(Wd[:, j, None] * (K64 @ GA[j] + Y64 @ gb[j].mT + gc[j]))
+                outs, adj = [Kb], [bar.to(Kb.dtype)]
+                dg = k.diag(Xb)
+                if dg.requires_grad:
+                    outs.append(dg)
+                    adj.append((Wd @ gk).to(dg.dtype))
+                if not Kb.requires_grad:
+                    continue
+                for acc, gr in zip(grads, torch.autograd.grad(outs, inputs, adj, allow_unused=True)):
+                    if gr is not None:
+                        acc.add_(gr)
+        it = iter(grads)
+        return tuple(next(it) if need else None for need in needs)
+
+
+class _StatisticsFunction(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, theta, Z, job):
+        ctx.job = job
+        ctx.save_for_backward(theta, Z)
+        return job.forward(theta, Z)
+
+    @staticmethod
+    def backward(ctx, gA, gb, gc, gk):
+        theta, Z = ctx.saved_tensors
+        gt, gz = ctx.job.backward(theta, Z, gA, gb, gc, gk, ctx.needs_input_grad[:2])
+        return gt, gz, None
+
+
+def kernel_statistics(kernel_at: Callable[[torch.Tensor], object], theta: torch.Tensor, Z: torch.Tensor, X, Y,
+                      weights: torch.Tensor | None = None, *, rows: int | None = None, memory_budget=None,
+                      desc: str = "kernel statistics") -> KernelStatistics:
+    """The blocked sums of ``K = k_theta(X, Z)`` (see the module docstring), differentiable in
+    ``theta`` and ``Z`` by a second blocked pass.
+
+    Parameters
+    ----------
+    kernel_at : callable
+        ``theta -> Kernel`` (:meth:`mercer.kernels.LearnableKernel.at`): the kernel at the
+        log-hyperparameters ``theta``, evaluated by its own code (under autograd in the backward pass).
+    theta : tensor of shape (p,)
+        May require grad; ``p = 0`` is allowed.
+    Z : tensor of shape (m, d)
+        The centres (inducing points); may require grad (kernels differentiable in their inputs).
+    X : tensor of shape (n, d) or :class:`mercer.sources.RowSource`
+        A source is read block by block in ``Z``'s dtype.
+    Y : tensor of shape (n, t)
+    weights : tensor of shape (n,) or (n, g), optional
+        One column per set of statistics (all ones when omitted).
+    rows : int, optional
+        Rows per block (default: :func:`statistics_rows` within ``memory_budget``).
+    memory_budget : int or ExecutionPlan, optional
+        The plan the blocks are sized from (default: the plan of the call in progress).
+    """
+    n = X.n_samples if isinstance(X, RowSource) else X.shape[0]
+    d = X.n_features if isinstance(X, RowSource) else X.shape[1]
+    if Y.ndim != 2 or Y.shape[0] != n:
+        raise ValueError(f"kernel_statistics: Y must have shape ({n}, t); got {tuple(Y.shape)}.")
+    if Z.ndim != 2 or Z.shape[1] != d:
+        raise ValueError(f"kernel_statistics: Z must have shape (m, {d}); got {tuple(Z.shape)}.")
+    W = torch.ones(n, 1, dtype=torch.float64, device=Z.device) if weights is None else weights.to(Z.device)
+    W = W[:, None] if W.ndim == 1 else W
+    if W.shape[0] != n:
+        raise ValueError(f"kernel_statistics: weights must have {n} rows; got {W.shape[0]}.")
+    if rows is None:
+        scratch = float(kernel_at(theta.detach()).scratch(d))
+        rows = statistics_rows(n, Z.shape[0], d, Y.shape[1], W.shape[1], itemsize=Z.element_size(), scratch=scratch,
+                               memory_budget=memory_budget, device=Z.device)
+    job = _Pass(kernel_at, X, Y.to(Z.device), W, int(rows), desc)
+    gram, rhs, colsum, kdiag = _StatisticsFunction.apply(theta, Z, job)
+    W64, Y64 = W.to(torch.float64), Y.to(device=Z.device, dtype=torch.float64)
+    return KernelStatistics(gram, rhs, colsum, kdiag, W64.sum(0), W64.mT @ (Y64 * Y64), W64.mT @ Y64)
