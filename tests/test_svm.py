@@ -365,6 +365,33 @@ def test_reduced_set_with_every_support_vector_is_the_exact_machine(breast_cance
         assert np.abs(red.decision_function(X) - svc.decision_function(X)).max() < 1e-4
 
 
+@pytest.mark.parametrize("refit", ["decision", "feature"])
+def test_reduced_set_refit_is_the_ridge_least_squares_solution(breast_cancer, refit):
+    """The blocked normal equations give the QR solution of the stacked system [B; sqrt(lam) I]."""
+    X, y = breast_cancer
+    svc = KernelSVC(kernel=RBF(gamma=0.02)).fit(X, y)
+    red = ReducedSetSVC.from_svc(svc, 25, refit=refit, random_state=0)
+    S, W, Z = (svc._sv.double().numpy(), svc._W.double().numpy(), red.support_vectors_.double().numpy())
+    k = lambda A, B: red.kernel_(torch.from_numpy(A), torch.from_numpy(B)).double().numpy()  # noqa: E731
+    B, F = (k(S, Z), k(S, S) @ W) if refit == "decision" else (k(Z, Z), k(Z, S) @ W)
+    lam = 1e-10 * ((B**2).sum() / len(Z) if refit == "decision" else np.diag(k(Z, Z)).mean())
+    A = np.vstack([B, np.sqrt(lam) * np.eye(len(Z))])
+    ref = np.linalg.lstsq(A, np.vstack([F, np.zeros((len(Z), W.shape[1]))]), rcond=None)[0]
+    np.testing.assert_allclose(red.dual_coef_.T, ref, rtol=1e-6, atol=1e-8 * np.abs(ref).max())
+
+
+def test_reduced_set_refit_refuses_matrices_over_the_budget():
+    from mercer.linalg import MemoryBudgetError
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((600, 4))
+    y = (np.sin(X @ rng.standard_normal(4) * 2) > 0).astype(int)
+    n_sv = len(KernelSVC(memory_budget=2**21).fit(X, y).support_)
+    assert n_sv > 300  # K = n_sv vectors: three K x K float64 matrices are over 2 MiB
+    with pytest.raises(MemoryBudgetError, match=r"ReducedSetSVC: refitting the coefficients of .*n_vectors"):
+        ReducedSetSVC(n_vectors=n_sv, memory_budget=2**21).fit(X, y)
+
+
 def test_from_svc_needs_a_fitted_kernel_svc(breast_cancer):
     from sklearn.exceptions import NotFittedError
 

@@ -19,7 +19,8 @@ from sklearn.utils.validation import check_is_fitted
 from ..._backend import make_generator, to_numpy
 from ..._validation import Interval, Options, check_params
 from ...kmeans import kmeans
-from ...linalg import KernelOperator, MemoryBudgetError, format_bytes
+from ...linalg import (DIRECT_TILE_BYTES, KernelOperator, MemoryBudgetError, falkon_solve_bytes, format_bytes,
+                       jittered_cholesky)
 from ._common import AT_LEAST_ONE
 from ._svc import KernelSVC
 
@@ -158,24 +159,31 @@ class ReducedSetSVC(KernelSVC):
         return self
 
     def _refit(self, S: torch.Tensor, W: torch.Tensor, Z: torch.Tensor) -> torch.Tensor:
-        """Coefficients of the vectors ``Z`` (K, n_machines) replacing ``S`` with ``W`` (intercepts kept)."""
-        K = Z.shape[0]  # at least one vector per class with support vectors
-        n_sv = S.shape[0]
-        if self.refit == "decision":
-            KSZ = self.kernel_(S, Z)
-            F = self.kernel_(S, S) @ W if n_sv * n_sv * S.element_size() <= self._budget else \
-                KernelOperator(self.kernel_, S, memory_budget=self._budget, n_rhs=W.shape[1]).matvec(W)
-            # Least squares by QR on the system stacked with a tiny ridge: stable even when K(S, Z)
-            # is numerically rank deficient. The intercepts are kept (refitting them too would be
-            # underdetermined when K approaches the number of support vectors).
-            lam = 1e-10 * float(KSZ.pow(2).sum()) / max(1, KSZ.shape[1])
-            A = torch.cat([KSZ, torch.eye(K, dtype=S.dtype, device=S.device) * lam ** 0.5])
-            return torch.linalg.lstsq(A, torch.cat([F, F.new_zeros(K, F.shape[1])])).solution
-        KZZ = self.kernel_(Z, Z)
-        lam = 1e-10 * float(KZZ.diagonal().mean())
-        A = torch.cat([KZZ, torch.eye(K, dtype=S.dtype, device=S.device) * lam ** 0.5])
-        rhs = self.kernel_(Z, S) @ W
-        return torch.linalg.lstsq(A, torch.cat([rhs, rhs.new_zeros(K, rhs.shape[1])])).solution
+        """Coefficients of the vectors ``Z`` (K, n_machines) replacing ``S`` with ``W`` (intercepts kept).
+
+        Both refits are a least-squares problem ``min ||B G - F||^2 + lam ||G||^2`` with a tiny ridge
+        ``lam`` (stable when ``B`` is numerically rank deficient; the intercepts are kept, as refitting
+        them too would be underdetermined when K approaches the number of support vectors):
+        ``B = K(S, Z)``, ``F = K(S, S) W`` for ``"decision"``; ``B = K(Z, Z)``, ``F = K(Z, S) W`` for
+        ``"feature"``. It is solved by its normal equations ``(B^T B + lam I) G = B^T F``: the K x K
+        float64 matrices are held from the plan, ``B`` and ``F`` are computed by tiles and never held.
+        """
+        K, m = Z.shape[0], W.shape[1]  # at least one vector per class with support vectors
+        owner = type(self).__name__
+        plan = self._plan.holding(
+            falkon_solve_bytes(K, m, direct=True), what=f"{owner}: refitting the coefficients of {K} vectors "
+            "(K x K float64 matrices)", remedy="Use fewer n_vectors, or raise memory_budget.")
+        R, Y = (S, S) if self.refit == "decision" else (Z, S)
+        F = KernelOperator(self.kernel_, R, Y, memory_budget=plan, n_rhs=m).matvec(W)
+        B = KernelOperator(self.kernel_, R, Z, memory_budget=plan, n_rhs=m, max_tile_bytes=DIRECT_TILE_BYTES)
+        H, rhs = B.kt_k_rmatvec(F, out_dtype=torch.float64)
+        del F
+        scale = float(H.diagonal().sum()) / K if self.refit == "decision" else \
+            float(self.kernel_.diag(Z).to(torch.float64).mean())
+        if not scale > 0:  # a kernel that is zero on the vectors: no coefficient helps
+            return W.new_zeros(K, m)
+        H.diagonal().add_(1e-10 * scale)
+        return jittered_cholesky(H, owner=owner).solve(rhs).to(S.dtype)
 
     def _centres(self, S: torch.Tensor, cls: np.ndarray, K: int) -> torch.Tensor:
         counts = np.bincount(cls, minlength=len(self.classes_))
