@@ -31,7 +31,7 @@ extensions = [
 ]
 
 source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
-exclude_patterns = ["_build", "sg_execution_times.rst", "screenshots", "decisions", "images", "**/sg_execution_times.rst",
+exclude_patterns = ["_build", "sg_execution_times.rst", "screenshots", "images", "**/sg_execution_times.rst",
                     "auto_examples/*.md", "auto_examples/*.ipynb"]
 templates_path = ["_templates"]
 
