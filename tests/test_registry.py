@@ -13,7 +13,7 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from sklearn.base import BaseEstimator, ClusterMixin, TransformerMixin, is_classifier, is_regressor
+from sklearn.base import BaseEstimator, ClusterMixin, TransformerMixin, is_classifier, is_outlier_detector, is_regressor
 
 import mercer
 import mercer.approx
@@ -75,6 +75,7 @@ def test_every_entry_loads_its_class_of_the_declared_kind():
         est = cls()
         kind = ("regressor" if is_regressor(est) else "classifier" if is_classifier(est)
                 else "clusterer" if isinstance(est, ClusterMixin) else
+                "outlier_detector" if is_outlier_detector(est) else
                 "transformer" if isinstance(est, TransformerMixin) else None)
         assert kind == e.kind, (e.name, kind)
         for ex, inst in zip(e.examples, e.instances()):  # every example names constructor parameters

@@ -16,11 +16,12 @@ from __future__ import annotations
 import importlib
 from dataclasses import dataclass, field
 
-__all__ = ["CLASSIFIER", "CLUSTERER", "ESTIMATORS", "FUNCTIONS", "KINDS", "REGRESSOR", "TRANSFORMER", "Estimator",
-           "Example", "KernelExpr"]
+__all__ = ["CLASSIFIER", "CLUSTERER", "ESTIMATORS", "FUNCTIONS", "KINDS", "OUTLIER", "REGRESSOR", "TRANSFORMER",
+           "Estimator", "Example", "KernelExpr"]
 
 REGRESSOR, CLASSIFIER, TRANSFORMER, CLUSTERER = "regressor", "classifier", "transformer", "clusterer"
-KINDS = (REGRESSOR, CLASSIFIER, TRANSFORMER, CLUSTERER)
+OUTLIER = "outlier_detector"  # scikit-learn's estimator type of novelty / outlier detectors
+KINDS = (REGRESSOR, CLASSIFIER, TRANSFORMER, CLUSTERER, OUTLIER)
 
 _MODELS = "mercer.models"
 _CONVERGENCE = "sklearn.exceptions.ConvergenceWarning"
@@ -208,6 +209,15 @@ ESTIMATORS: tuple[Estimator, ...] = (
         Example({"probability": True, "random_state": 0}, slow=True),
         Example({"multiclass": "ovr", "shrinking": False}, slow=True),
     ), cli="svc", expected_failed_checks=_SMO_STOPS, quiet=(_NUMERICAL,)),
+    Estimator("KernelSVR", _models("svm"), REGRESSOR, cli="svr", expected_failed_checks=_SMO_STOPS,
+              quiet=(_NUMERICAL,)),
+    Estimator("NuSVC", _models("svm"), CLASSIFIER, (Example({"nu": 0.2}),), cli="nusvc",
+              expected_failed_checks={**_SMO_STOPS, "check_class_weight_classifiers": (
+                  "class_weight does not enter LIBSVM's nu-SVC dual (its bounds are the sample weights), as in "
+                  "scikit-learn's NuSVC, whose own checks expect this failure")}, quiet=(_NUMERICAL,)),
+    Estimator("NuSVR", _models("svm"), REGRESSOR, cli="nusvr", expected_failed_checks=_SMO_STOPS,
+              quiet=(_NUMERICAL,)),
+    Estimator("OneClassSVM", _models("svm"), OUTLIER, expected_failed_checks=_SMO_STOPS, quiet=(_NUMERICAL,)),
     Estimator("ReducedSetSVC", _models("svm"), CLASSIFIER, (Example({"n_vectors": 0.5, "random_state": 0}),),
               expected_failed_checks=_SMO_STOPS, quiet=(_NUMERICAL,)),
     # -- mercer.approx: explicit feature maps

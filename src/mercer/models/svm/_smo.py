@@ -53,8 +53,8 @@ _NONPSD_RTOL = 1e-6
 _CONVERGED, _NEED_ROW, _MAX_ITER, _RECONSTRUCT, _RECONSTRUCT_FINAL, _PAUSE = 0, 1, 2, 3, 4, 5
 # integer state slots
 (_S_ACTIVE, _S_ITER, _S_COUNTER, _S_UNSHRINK, _S_CLOCK, _S_MAXITER, _S_SHRINKING, _S_PENDING, _S_NONPSD,
- _S_USED, _S_ROWS, _S_WORK_MAX) = range(12)
-_N_STATE = 12
+ _S_USED, _S_ROWS, _S_WORK_MAX, _S_NU) = range(13)
+_N_STATE = 13
 #: Work (sample visits: an iteration counts its active samples plus ``_ITER_WORK``, an update of
 #: ``G_bar`` ``n``, an in-loop kernel row ``n * (d + 8)``) after which the compiled loop returns to
 #: Python (``_PAUSE``) so that a Ctrl-C, an :func:`~mercer.linalg.observe_blocks` observer and a
@@ -190,21 +190,26 @@ def _new_slot(i, protect, slot_of, owner, last_used, st):
 
 
 @_jit.mark
-def _row(i, protect, cache, slot_of, owner, last_used, st, XT, scratch):
-    """Slot of kernel row ``i``, computed here when missing and ``XT`` holds the features (RBF);
-    -1 when missing and the caller must compute it."""
+def _row(i, protect, cache, slot_of, owner, last_used, st, XT, scratch, rmap=None):
+    """Slot of kernel row ``i`` (a sample), computed here when missing and ``XT`` holds the features
+    (RBF); -1 when missing and the caller must compute it. A row holds one entry per variable:
+    ``K[i, rmap[t]]`` (the first n variables are the samples; SVR's second n read them again)."""
     s = slot_of[i]
     if s >= 0:
         return s
     if XT.shape[1] != slot_of.shape[0]:
         return -1
     s = _new_slot(i, protect, slot_of, owner, last_used, st)
-    _rbf_row(XT, i, cache[s], scratch)
+    out = cache[s]
+    _rbf_row(XT, i, out, scratch)
+    if rmap is not None:
+        for t in range(slot_of.shape[0], out.shape[0]):
+            out[t] = out[rmap[t]]
     return s
 
 
 @_jit.mark
-def _subtract_free_rows(F, coef, free, cols, cache, slot_of, owner, last_used, st, XT, scratch, done, start):
+def _subtract_free_rows(F, coef, free, cols, cache, slot_of, owner, last_used, st, XT, scratch, done, start, rmap):
     """``F[cols] -= coef[r] * K[free[r], cols]`` for each row ``r >= start`` the cache holds (or,
     with in-loop rows, computes): LIBSVM's reconstruction from its kernel cache. ``done[r]``: row r
     was used. Returns the first row not visited: before ``free``'s end when ``st[_S_WORK_MAX]`` work
@@ -216,7 +221,7 @@ def _subtract_free_rows(F, coef, free, cols, cache, slot_of, owner, last_used, s
         if work >= st[_S_WORK_MAX]:
             return r
         rows0 = st[_S_ROWS]
-        s = _row(free[r], -1, cache, slot_of, owner, last_used, st, XT, scratch)
+        s = _row(rmap[free[r]], -1, cache, slot_of, owner, last_used, st, XT, scratch, rmap)
         if s < 0:
             continue
         work += cols.shape[0] + (st[_S_ROWS] - rows0) * row_work
@@ -260,14 +265,16 @@ def _max_up(F, side, active, n_active):
 
 @_jit.mark
 def _select(F, side, QD, cache, slot_of, owner, last_used, active, n_active, eps, st, need, XT, scratch,
-            gmax, imax):
+            gmax, imax, rmap=None):
     """WSS3 (Fan, Chen & Lin 2005), given ``i = imax``, the maximal violator on I_up (value ``gmax``).
-    Returns 0 with the pair in need[0], need[1]; 1 when optimal; 2 when row need[0] is missing."""
+    Returns 0 with the pair (variables) in need[0], need[1]; 1 when optimal; 2 when the kernel row of
+    sample need[0] is missing (need[1] = -1). ``rmap``: each variable's sample (None: the identity)."""
     if gmax == -np.inf:  # I_up is empty (imax is then a sample off I_up, or -1)
         return 1
-    si = _row(imax, -1, cache, slot_of, owner, last_used, st, XT, scratch)
+    ri = imax if rmap is None else rmap[imax]
+    si = _row(ri, -1, cache, slot_of, owner, last_used, st, XT, scratch, rmap)
     if si < 0:
-        need[0] = imax
+        need[0] = ri
         need[1] = -1
         return 2
     Ki = cache[si]
@@ -301,30 +308,111 @@ def _select(F, side, QD, cache, slot_of, owner, last_used, active, n_active, eps
 
 
 @_jit.mark
-def _shrink(F, side, active, st, eps):
-    """LIBSVM's do_shrinking. Returns True when the caller must reconstruct the gradient first."""
+def _select_nu(F, y, side, QD, cache, slot_of, owner, last_used, active, n_active, eps, st, need, XT, scratch,
+               rmap):
+    """LIBSVM's Solver_NU working-set selection: WSS3 within each sign class (the nu dual has two
+    equality constraints, so both members of a pair have the same y). Returns as :func:`_select`;
+    on a missing row, need[1] is the sample whose row must stay cached."""
+    gmaxp = -np.inf
+    ip = -1
+    gmaxn = -np.inf
+    iN = -1
+    for k in range(n_active):
+        t = active[k]
+        if side[t] & _UP:
+            f = F[t]
+            if y[t] > 0:
+                if f >= gmaxp:
+                    gmaxp = f
+                    ip = t
+            elif f >= gmaxn:
+                gmaxn = f
+                iN = t
+    sp = -1
+    if ip >= 0:
+        sp = _row(rmap[ip], -1, cache, slot_of, owner, last_used, st, XT, scratch, rmap)
+        if sp < 0:
+            need[0] = rmap[ip]
+            need[1] = -1
+            return 2
+    sn = -1
+    if iN >= 0:
+        sn = _row(rmap[iN], sp, cache, slot_of, owner, last_used, st, XT, scratch, rmap)
+        if sn < 0:
+            need[0] = rmap[iN]
+            need[1] = rmap[ip] if ip >= 0 else -1
+            return 2
+    Kp = cache[max(sp, 0)]
+    Kn = cache[max(sn, 0)]
+    gmaxp2 = -np.inf
+    gmaxn2 = -np.inf
+    jmin = -1
+    obj_min = np.inf
+    for k in range(n_active):
+        t = active[k]
+        if side[t] & _LOW:
+            f = F[t]
+            if y[t] > 0:
+                gmaxp2 = max(gmaxp2, -f)
+                gd = gmaxp - f
+                if gd > 0:
+                    quad = QD[ip] + QD[t] - 2.0 * Kp[t]
+                    od = -(gd * gd) / (quad if quad > 0 else TAU)
+                    if od <= obj_min:
+                        jmin = t
+                        obj_min = od
+            else:
+                gmaxn2 = max(gmaxn2, -f)
+                gd = gmaxn - f
+                if gd > 0:
+                    quad = QD[iN] + QD[t] - 2.0 * Kn[t]
+                    od = -(gd * gd) / (quad if quad > 0 else TAU)
+                    if od <= obj_min:
+                        jmin = t
+                        obj_min = od
+    if max(gmaxp + gmaxp2, gmaxn + gmaxn2) < eps or jmin == -1:
+        return 1
+    need[0] = ip if y[jmin] > 0 else iN
+    need[1] = jmin
+    return 0
+
+
+@_jit.mark
+def _shrink(F, side, active, st, eps, y):
+    """LIBSVM's do_shrinking (Solver_NU's with ``st[_S_NU]``: the bounds per sign class). Returns
+    True when the caller must reconstruct the gradient first."""
     n = F.shape[0]
-    g1 = -np.inf  # max F on I_up
+    nu = st[_S_NU] == 1
+    g1 = -np.inf  # max F on I_up (nu: of y > 0)
     g2 = -np.inf  # max -F on I_low
+    g1n = -np.inf  # nu: the same for y < 0
+    g2n = -np.inf
     na = st[_S_ACTIVE]
     for k in range(na):
         t = active[k]
+        if nu and y[t] < 0:
+            if side[t] & _UP and F[t] >= g1n:
+                g1n = F[t]
+            if side[t] & _LOW and -F[t] >= g2n:
+                g2n = -F[t]
+            continue
         if side[t] & _UP and F[t] >= g1:
             g1 = F[t]
         if side[t] & _LOW and -F[t] >= g2:
             g2 = -F[t]
-    if st[_S_UNSHRINK] == 0 and g1 + g2 <= eps * 10:
+    if st[_S_UNSHRINK] == 0 and max(g1 + g2, g1n + g2n) <= eps * 10:
         st[_S_UNSHRINK] = 1
         if na < n:
             return True
     k = 0
     while k < na:
         t = active[k]
+        neg = nu and y[t] < 0
         # a sample at a bound is on one side only; it leaves when it cannot become the pair's other member
         if side[t] == _UP:
-            shrunk = -F[t] > g2
+            shrunk = -F[t] > (g2n if neg else g2)
         elif side[t] == _LOW:
-            shrunk = F[t] > g1
+            shrunk = F[t] > (g1n if neg else g1)
         else:
             shrunk = False
         if shrunk:
@@ -338,11 +426,13 @@ def _shrink(F, side, active, st, eps):
 
 
 @_jit.mark
-def _run(y, F, G_bar, alpha, Cb, QD, side, cache, slot_of, owner, last_used, active, st, eps, need, XT, scratch):
+def _run(y, F, G_bar, alpha, Cb, QD, side, cache, slot_of, owner, last_used, active, st, eps, need, XT, scratch, rmap):
     """Iterate until converged / a row is missing / a reconstruction is needed / max_iter /
-    ``st[_S_WORK_MAX]`` work done in this call (``_PAUSE``: call again to resume)."""
-    n = y.shape[0]
-    row_work = n * (XT.shape[0] + 8)  # an in-loop kernel row: d multiply-adds and an exponential per entry
+    ``st[_S_WORK_MAX]`` work done in this call (``_PAUSE``: call again to resume). ``need`` on
+    ``_NEED_ROW``: the sample whose kernel row is missing, and the one whose row must stay cached."""
+    n = y.shape[0]  # variables
+    row_work = slot_of.shape[0] * (XT.shape[0] + 8)  # an in-loop kernel row: d multiply-adds and an exponential per entry
+    nu = st[_S_NU] == 1
     work = 0
     rows0 = st[_S_ROWS]
     fresh = False  # gmax, imax hold the maximal violator of the current F (found by the update pass)
@@ -354,16 +444,20 @@ def _run(y, F, G_bar, alpha, Cb, QD, side, cache, slot_of, owner, last_used, act
         if work >= st[_S_WORK_MAX]:  # resumed with fresh = False: _max_up finds the same violator
             return _PAUSE
         if st[_S_PENDING] == 1:
-            if _shrink(F, side, active, st, eps):
+            if _shrink(F, side, active, st, eps, y):
                 return _RECONSTRUCT
             st[_S_PENDING] = 0
             st[_S_COUNTER] = min(n, 1000)
             fresh = False
-        if not fresh:
-            gmax, imax = _max_up(F, side, active, st[_S_ACTIVE])
+        if nu:
+            code = _select_nu(F, y, side, QD, cache, slot_of, owner, last_used, active, st[_S_ACTIVE], eps, st, need,
+                              XT, scratch, rmap)
+        else:
+            if not fresh:
+                gmax, imax = _max_up(F, side, active, st[_S_ACTIVE])
+            code = _select(F, side, QD, cache, slot_of, owner, last_used, active, st[_S_ACTIVE], eps, st, need, XT,
+                           scratch, gmax, imax, rmap)
         fresh = False
-        code = _select(F, side, QD, cache, slot_of, owner, last_used, active, st[_S_ACTIVE], eps, st, need, XT,
-                       scratch, gmax, imax)
         if code == 2:
             return _NEED_ROW
         if code == 1:
@@ -372,11 +466,11 @@ def _run(y, F, G_bar, alpha, Cb, QD, side, cache, slot_of, owner, last_used, act
             return _CONVERGED
         i = need[0]
         j = need[1]
-        si = slot_of[i]
-        sj = _row(j, si, cache, slot_of, owner, last_used, st, XT, scratch)
+        si = slot_of[rmap[i]]
+        sj = _row(rmap[j], si, cache, slot_of, owner, last_used, st, XT, scratch, rmap)
         if sj < 0:
-            need[0] = j
-            need[1] = i
+            need[0] = rmap[j]
+            need[1] = rmap[i]
             return _NEED_ROW
         st[_S_CLOCK] += 1
         last_used[si] = st[_S_CLOCK]
@@ -471,9 +565,27 @@ def _run(y, F, G_bar, alpha, Cb, QD, side, cache, slot_of, owner, last_used, act
                 st[_S_PENDING] = 1
 
 
+@_jit.mark
+def _start_gradient(G, G_bar, block, part, alpha, Cb, y, rmap):
+    """``G += alpha_t Q_t`` and ``G_bar += C_t Q_t`` (for ``alpha_t`` at its bound) for the variables
+    ``part``, whose samples' kernel rows are ``block`` (cache precision), one variable after the other
+    as LIBSVM's start (the same sums, rounded the same way)."""
+    for k in range(part.shape[0]):
+        t = part[k]
+        a = alpha[t]
+        ub = a >= Cb[t]
+        row = block[k]
+        for j in range(G.shape[0]):
+            q = y[t] * y[j] * np.float64(row[rmap[j]])
+            G[j] += a * q
+            if ub:
+                G_bar[j] += Cb[t] * q
+
+
 @dataclass
 class SMOResult:
-    """What the solver did. ``alpha`` (n,), ``rho`` (decision = sum alpha_i y_i K(x_i, x) - rho)."""
+    """What the solver did. ``alpha`` (one per variable), ``rho`` (decision = sum alpha_i y_i K(x_i, x) - rho);
+    ``r``: the nu solver's second multiplier (LIBSVM's ``si->r``; 0 otherwise)."""
 
     alpha: np.ndarray
     rho: float
@@ -483,6 +595,25 @@ class SMOResult:
     rows_computed: int
     nonpsd_steps: int
     index: np.ndarray | None = None  # the machine's samples (set by the caller)
+    r: float = 0.0
+
+
+def _rho_nu(y, F, alpha, Cb) -> tuple[float, float]:
+    """LIBSVM's Solver_NU::calculate_rho: ``(rho, r)`` from the two sign classes' mean free gradient
+    (or the middle of their bounds)."""
+    G = -y * F
+    r12 = []
+    for s in (1.0, -1.0):
+        cls = y == s
+        up, low = cls & (alpha >= Cb), cls & (alpha <= 0)
+        free = cls & ~up & ~low
+        if free.any():
+            r12.append(float(G[free].mean()))
+        else:
+            ub = G[low].min() if low.any() else np.inf
+            lb = G[up].max() if up.any() else -np.inf
+            r12.append(float((ub + lb) / 2))
+    return (r12[0] - r12[1]) / 2, (r12[0] + r12[1]) / 2
 
 
 def _rho(y, F, alpha, Cb) -> float:
@@ -504,11 +635,14 @@ class _RowCache:
     not cached), ``owner[s]`` the row in slot ``s``; ``last_used`` holds the loop's clock at each
     slot's last use; slots ``st[_S_USED]`` onwards have never been used."""
 
-    def __init__(self, n: int, n_slots: int, dtype) -> None:
+    def __init__(self, n: int, n_slots: int, dtype, rmap: np.ndarray | None = None) -> None:
         # torch's allocator, not numpy's: numpy madvises large blocks for transparent huge pages, and
         # with THP defrag in "madvise" mode every first touch then waits on compaction (measured on
         # this project's VMs: 800 MB in 2.8 s vs 0.46 s) -- and the cache is written once per row.
-        self.cache = torch.empty((n_slots, n), dtype=torch.float32 if np.dtype(dtype) == np.float32
+        # a row holds one entry per variable: K[i, rmap[t]] (rmap[:n] is the identity)
+        self.tail = None if rmap is None or len(rmap) == n else np.asarray(rmap[n:], dtype=np.int64)
+        width = n if self.tail is None else n + len(self.tail)
+        self.cache = torch.empty((n_slots, width), dtype=torch.float32 if np.dtype(dtype) == np.float32
                                  else torch.float64).numpy()
         self.slot_of = np.full(n, -1, dtype=np.int64)
         self.owner = np.full(n_slots, -1, dtype=np.int64)
@@ -530,7 +664,12 @@ class _RowCache:
             victims = np.argpartition(lu, m - take - 1)[:m - take]
             self.slot_of[self.owner[victims]] = -1
             slots = np.concatenate([slots, victims])
-        self.cache[slots] = block
+        if self.tail is None:
+            self.cache[slots] = block
+        else:
+            n = block.shape[1]
+            self.cache[slots, :n] = block
+            self.cache[slots, n:] = block[:, self.tail]
         self.owner[slots] = idx
         self.slot_of[idx] = slots
         self.last_used[slots] = st[_S_CLOCK] + 1 + np.arange(m)
@@ -554,14 +693,17 @@ class _Dual:
     active: np.ndarray
     st: np.ndarray
     need: np.ndarray
+    p: np.ndarray  # the linear term
+    rmap: np.ndarray  # each variable's sample (the kernel row it reads)
 
     def objective(self) -> float:
-        """``alpha^T Q alpha / 2 - sum(alpha) = alpha^T (G - 1) / 2``."""
-        return float(self.alpha @ (-self.y * self.F - 1.0) / 2)
+        """``alpha^T Q alpha / 2 + p^T alpha = alpha^T (G + p) / 2``."""
+        return float(self.alpha @ (-self.y * self.F + self.p) / 2)
 
 
-def _start(y, Cb, diag, *, shrinking: bool, max_iter: int | None) -> _Dual:
-    """alpha = 0 (so G = -1, F = y), every sample active, LIBSVM's iteration limit for ``max_iter < 0``."""
+def _start(y, Cb, diag, *, shrinking: bool, max_iter: int | None, p=None, rmap=None) -> _Dual:
+    """alpha = 0 (so G = p, F = -y p; C-SVC's p = -1: F = y), every variable active, LIBSVM's
+    iteration limit for ``max_iter < 0``. ``diag``: ``Q_ii`` per variable."""
     n = y.shape[0]
     st = np.zeros(_N_STATE, dtype=np.int64)
     st[_S_ACTIVE] = n
@@ -571,25 +713,50 @@ def _start(y, Cb, diag, *, shrinking: bool, max_iter: int | None) -> _Dual:
     st[_S_WORK_MAX] = PAUSE_WORK
     y = np.ascontiguousarray(y, dtype=np.float64)
     side = np.where(y > 0, _UP, _LOW).astype(np.int8)  # alpha = 0 < C: y > 0 can only go up, y < 0 down
+    p = -np.ones(n) if p is None else np.ascontiguousarray(p, dtype=np.float64)
+    rmap = np.arange(n, dtype=np.int64) if rmap is None else np.ascontiguousarray(rmap, dtype=np.int64)
     return _Dual(y, np.ascontiguousarray(Cb, dtype=np.float64), np.ascontiguousarray(diag, dtype=np.float64),
-                 np.zeros(n), y.copy(), np.zeros(n), side, np.arange(n, dtype=np.int64), st,
-                 np.zeros(2, dtype=np.int64))
+                 np.zeros(n), -y * p, np.zeros(n), side, np.arange(n, dtype=np.int64), st,
+                 np.zeros(2, dtype=np.int64), p, rmap)
+
+
+def _warm_start(d: _Dual, alpha0: np.ndarray, rows, batch: int, cache_dtype) -> None:
+    """Start from ``alpha0`` (feasible: the nu and one-class duals' starting points, as LIBSVM's):
+    ``G = p + Q alpha``, ``G_bar = Q[:, at C] C``, each variable's side. Q's rows are the kernel rows
+    of the nonzero variables' samples, ``batch`` at a time, rounded to the cache's precision as
+    LIBSVM's (whose float32 rows make its start; the iterates then follow it)."""
+    d.alpha[:] = alpha0
+    y, rm = d.y, d.rmap
+    G = d.p.copy()
+    nz = np.flatnonzero(alpha0 > 0)
+    for s in range(0, nz.size, batch):
+        part = nz[s:s + batch]
+        block = np.ascontiguousarray(rows(rm[part]), dtype=cache_dtype)
+        _jit("_start_gradient")(G, d.G_bar, block, part, alpha0, d.Cb, y, rm)
+    d.F[:] = -y * G
+    below, above = alpha0 < d.Cb, alpha0 > 0
+    d.side[:] = np.where(y > 0, np.where(below, _UP, 0) | np.where(above, _LOW, 0),
+                         np.where(above, _UP, 0) | np.where(below, _LOW, 0))
 
 
 def _rows_to_fetch(d: _Dual, slot_of: np.ndarray, first: int, batch: int) -> np.ndarray:
-    """The missing row ``first`` and, up to ``batch`` rows in all, the uncached active samples
-    that violate the KKT conditions most (the likely next working-set members)."""
+    """The missing row ``first`` (a sample) and, up to ``batch`` rows in all, those of the uncached
+    active variables that violate the KKT conditions most (the likely next working-set members)."""
     want = [first]
     if batch > 1:
         act = d.active[:d.st[_S_ACTIVE]]
-        miss = act[slot_of[act] < 0]
+        miss = act[slot_of[d.rmap[act]] < 0]
         if miss.size > 1:
             f, side = d.F[miss], d.side[miss]
             score = np.maximum(np.where(side & _UP, f, -np.inf), np.where(side & _LOW, -f, -np.inf))
             k = min(batch - 1, miss.size - 1)
             if k > 0:
-                top = miss[np.argpartition(-score, k)[:k + 1]]
-                want.extend(int(t) for t in top if t != first)
+                top = d.rmap[miss[np.argpartition(-score, k)[:k + 1]]]
+                seen = {first}
+                for t in top.tolist():
+                    if t not in seen:
+                        seen.add(t)
+                        want.append(t)
                 want = want[:batch]
     return np.asarray(want, dtype=np.int64)
 
@@ -604,36 +771,46 @@ def _reconstruct(d: _Dual, matvec, c: _RowCache, XT: np.ndarray, scratch: np.nda
         return
     inactive = d.active[na:]
     free = np.flatnonzero((d.alpha > 0) & (d.alpha < d.Cb))
-    d.F[inactive] = -d.y[inactive] * (d.G_bar[inactive] - 1.0)  # F = -y G
+    d.F[inactive] = -d.y[inactive] * (d.G_bar[inactive] + d.p[inactive])  # F = -y G
     if free.size:
         coef = d.alpha[free] * d.y[free]
         done = np.zeros(free.size, dtype=np.bool_)
         r = 0
         while r < free.size:  # a Ctrl-C is raised between two calls
             r = _subtract_free_rows(d.F, coef, free, inactive, c.cache, c.slot_of, c.owner, c.last_used, d.st, XT,
-                                    scratch, done, r)
+                                    scratch, done, r, d.rmap)
         if not done.all():
-            d.F[inactive] -= matvec(inactive, free[~done], coef[~done])
+            d.F[inactive] -= matvec(d.rmap[inactive], d.rmap[free[~done]], coef[~done])
     d.st[_S_ACTIVE] = n
 
 
 def solve_smo(rows: Callable[[np.ndarray], np.ndarray], diag: np.ndarray, y: np.ndarray, Cb: np.ndarray, *,
               matvec: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray], cache_rows: int,
               cache_dtype=np.float64, tol: float = 1e-3, shrinking: bool = True, max_iter: int = -1,
-              batch: int = 64, features: np.ndarray | None = None) -> SMOResult:
-    """Solve the C-SVC dual by SMO.
+              batch: int = 64, features: np.ndarray | None = None, p: np.ndarray | None = None,
+              alpha0: np.ndarray | None = None, rmap: np.ndarray | None = None, nu: bool = False) -> SMOResult:
+    """Solve LIBSVM's general dual by SMO.
+
+    :math:`\\min_\\alpha \\tfrac12 \\alpha^T Q \\alpha + p^T \\alpha` subject to :math:`y^T \\alpha = \\delta`
+    (``delta`` fixed by the feasible start ``alpha0``) and :math:`0 \\le \\alpha_t \\le C_t`, with
+    :math:`Q_{st} = y_s y_t K(x_{r(s)}, x_{r(t)})` over ``l`` variables reading ``n`` samples through the
+    row map ``r`` (``rmap``). With the defaults (``p = -1``, ``alpha0 = 0``, ``r`` the identity) it is
+    the C-SVC dual; epsilon-SVR has ``l = 2n`` variables, ``r(t) = t mod n``, signs +1 then -1,
+    ``p = epsilon -+ y``. ``nu=True`` is LIBSVM's Solver_NU (the nu-SVC and nu-SVR duals, whose extra
+    constraint ``e^T alpha = const`` holds from ``alpha0`` on): pairs are chosen within each sign class,
+    and ``rho`` and ``r`` (``SMOResult.r``) come from the two classes' gradients.
 
     Parameters
     ----------
     rows : callable
-        ``rows(idx)`` -> kernel rows ``K[idx, :]`` as an array of shape ``(len(idx), n)``.
+        ``rows(idx)`` -> kernel rows ``K[idx, :]`` of samples ``idx``, an array of shape ``(len(idx), n)``.
     diag : ndarray (n,)
         ``K[i, i]``.
-    y : ndarray (n,) of +-1
-    Cb : ndarray (n,)
-        Upper bounds ``C_i`` (class and sample weights included), all > 0.
+    y : ndarray (l,) of +-1
+    Cb : ndarray (l,)
+        Upper bounds ``C_t`` (class and sample weights included), all > 0.
     matvec : callable
-        ``matvec(r, c, v)`` -> ``K[r][:, c] @ v`` (for gradient reconstruction).
+        ``matvec(r, c, v)`` -> ``K[r][:, c] @ v`` on samples (for the gradients).
     cache_rows : int
         Number of kernel rows the cache holds (>= 2; capped at n).
     batch : int
@@ -643,13 +820,28 @@ def solve_smo(rows: Callable[[np.ndarray], np.ndarray], diag: np.ndarray, y: np.
         The compiled loop then computes each missing kernel row ``exp(-|x_i - x_t|^2)`` itself,
         one row when it is needed (``rows`` is not called): at a few features a row costs less
         than the call that would fetch it. Its entries must be finite, their squares summable.
+    p : ndarray (l,), optional
+        The linear term (default -1: C-SVC).
+    alpha0 : ndarray (l,), optional
+        A feasible start (default 0).
+    rmap : ndarray (l,) of int, optional
+        Each variable's sample, ``rmap[:n]`` the identity (default: ``l = n``, the identity).
+    nu : bool
+        LIBSVM's Solver_NU instead of Solver.
     """
-    n = y.shape[0]
-    d = _start(y, Cb, diag, shrinking=shrinking, max_iter=max_iter)
+    n = np.asarray(diag).shape[0]  # samples (kernel rows); y.shape[0] variables
+    rm = None if rmap is None else np.ascontiguousarray(rmap, dtype=np.int64)
+    if rm is not None and not np.array_equal(rm[:n], np.arange(n)):
+        raise ValueError("solve_smo: rmap[:n] must be the identity (the first n variables are the samples).")
+    qd = np.asarray(diag, dtype=np.float64) if rm is None else np.asarray(diag, dtype=np.float64)[rm]
+    d = _start(y, Cb, qd, shrinking=shrinking, max_iter=max_iter, p=p, rmap=rm)
+    d.st[_S_NU] = int(bool(nu))
     n_slots = int(max(2, min(cache_rows, n)))
+    if alpha0 is not None:
+        _warm_start(d, np.asarray(alpha0, dtype=np.float64), rows, max(1, batch), cache_dtype)
     # a batch at most an eighth of the cache: prefetched rows must not evict the useful ones
     batch = int(max(1, min(batch, n_slots // 8)))
-    c = _RowCache(n, n_slots, cache_dtype)
+    c = _RowCache(n, n_slots, cache_dtype, rm)
     if features is None:
         XT, scratch = np.empty((0, 0)), np.empty((3, 1))
     else:
@@ -660,7 +852,7 @@ def solve_smo(rows: Callable[[np.ndarray], np.ndarray], diag: np.ndarray, y: np.
         scratch = np.empty((3, max(_CHUNK, XT.shape[0])), dtype=XT.dtype)
     # the compiled loop's arguments: arrays updated in place, never rebound
     args = (d.y, d.F, d.G_bar, d.alpha, d.Cb, d.QD, d.side, c.cache, c.slot_of, c.owner, c.last_used, d.active,
-            d.st, float(tol), d.need, XT, scratch)
+            d.st, float(tol), d.need, XT, scratch, d.rmap)
     converged = True
     run = _jit("_run")
     observer = current_observer()
@@ -691,5 +883,6 @@ def solve_smo(rows: Callable[[np.ndarray], np.ndarray], diag: np.ndarray, y: np.
         else:
             break
     bar.close()
-    return SMOResult(d.alpha, _rho(d.y, d.F, d.alpha, d.Cb), d.objective(), int(d.st[_S_ITER]), converged,
-                     int(d.st[_S_ROWS]), int(d.st[_S_NONPSD]))
+    rho, r = _rho_nu(d.y, d.F, d.alpha, d.Cb) if nu else (_rho(d.y, d.F, d.alpha, d.Cb), 0.0)
+    return SMOResult(d.alpha, rho, d.objective(), int(d.st[_S_ITER]), converged, int(d.st[_S_ROWS]),
+                     int(d.st[_S_NONPSD]), r=r)

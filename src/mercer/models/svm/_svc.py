@@ -33,26 +33,20 @@ from ..._backend import as_output, row_sq_norms, to_numpy
 from ..._validation import Interval, Options, check_params
 from ...approx import Nystroem, RandomFourierFeatures
 from ...kernels import RBF, Kernel, Linear
-from ...linalg import SVM_BATCH_BYTES, KernelOperator, MiB, NumericalWarning, plan_rows
+from ...linalg import KernelOperator, NumericalWarning
 from .._base import COMPUTE_CONSTRAINTS, KernelEstimatorMixin
 from ._common import (AT_LEAST_ONE, CLASS_WEIGHT_CONSTRAINT, POSITIVE, POSITIVE_OR_INF, SVC_KERNEL_CONSTRAINTS,
                       _class_weights, _contains_sigmoid, _few_threads, _labels, _predict_labels, svc_kernel)
 from ._platt import _sigmoid_train, class_probabilities
-from ._smo import SMOResult, solve_smo
+from ._dual import solve_on
+from ._smo import SMOResult
 
 __all__ = ["KernelSVC"]
 
 log = logging.getLogger(__name__)
 
-#: Most kernel rows computed per cache miss (the missing row and the top violators) ...
-_MAX_BATCH = 64
-#: ... and fewest, when the rows are so long that a batch of 64 would pass
-#: :data:`mercer.linalg.SVM_BATCH_BYTES`.
-_MIN_BATCH = 8
 #: Most features at which the SMO loop computes RBF kernel rows itself (see ``_Rows.features``).
 _INLOOP_MAX_FEATURES = 64
-#: Bytes per entry of the kernel-row cache: float32 rows, as LIBSVM's.
-_CACHE_ITEMSIZE = 4
 #: The approximate feature maps and the compute parameters each accepts.
 #: scikit-learn 1.9 deprecates SVC's ``probability`` and ``probA_``/``probB_``; mercer follows (same wording).
 _PROB_DEPRECATION = ("Attribute `{}` was deprecated in version 1.9 of scikit-learn, as SVC's `probability=True` "
@@ -467,21 +461,11 @@ class KernelSVC(_SVCDecisionMixin, KernelEstimatorMixin, ClassifierMixin, BaseEs
         n = len(idx)
         if (ybin > 0).all() or (ybin < 0).all():  # one side has no weight: a constant +-1 machine
             return SMOResult(np.zeros(n), -1.0 if n and ybin[0] > 0 else 1.0, 0.0, 0, True, 0, 0, index=idx)
-        it = torch.as_tensor(idx, device=Xt.device)
-        rows = _Rows(self.kernel_, Xt[it], self._budget, cols=it if self.kernel_.is_precomputed else None,
-                     owner=type(self).__name__)
-        # The cache's capacity (LIBSVM's cache_size): at least the two rows of the pair being updated.
-        # (a cache_size of 1e308 MiB is inf bytes: capped, never int(inf))
-        cache_bytes = self._plan.share("row cache") if self.cache_size is None else int(min(self.cache_size * MiB,
-                                                                                             2.0**62))
-        cache_rows = max(2, min(n, cache_bytes // max(1, n * _CACHE_ITEMSIZE)))
-        batch = plan_rows(_MAX_BATCH, n * _CACHE_ITEMSIZE, budget=self._budget, min_rows=_MIN_BATCH,
-                          max_bytes=SVM_BATCH_BYTES, what="a batch of kernel rows")
-        res = solve_smo(rows, rows.diag(), ybin, Cb, matvec=rows.matvec, cache_rows=cache_rows,
-                        cache_dtype=np.float32, tol=float(self.tol), shrinking=bool(self.shrinking),
-                        max_iter=int(self.max_iter), batch=batch, features=rows.features())
-        res.index = idx
-        return res
+        return self._solve_dual(Xt, idx, ybin, Cb)
+
+    def _solve_dual(self, Xt, idx, ybin, Cb):
+        """The C-SVC dual of a two-sided machine (NuSVC solves its nu dual here instead)."""
+        return solve_on(self, Xt, idx, ybin, Cb)
 
     def _machines(self, yi):
         """(positive classes, negative classes) of each binary machine."""
