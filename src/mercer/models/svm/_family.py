@@ -352,7 +352,7 @@ class OneClassSVM(OutlierMixin, _OneMachine):
     support_, support_vectors_, dual_coef_ (1, n_SV), intercept_ (1,) = ``-rho``, n_support_,
     coef_ (linear kernel), fit_status_, n_iter_, shape_fit_, kernel_, fit_time_ :
         As :class:`KernelSVR`.
-    offset_ : float
+    offset_ : ndarray (1,)
         ``rho``: ``decision_function = score_samples - offset_``.
     """
 
@@ -384,7 +384,7 @@ class OneClassSVM(OutlierMixin, _OneMachine):
         """Fit on ``X`` (n, d), or the (n, n) Gram matrix for ``kernel="precomputed"``; ``y`` is
         ignored. ``sample_weight`` scales each sample's bound (weights <= 0 leave it out, as LIBSVM)."""
         self._fit_machine(X, None, sample_weight, supervised=False)
-        self.offset_ = -float(self.intercept_[0])
+        self.offset_ = -self.intercept_  # (1,), as scikit-learn's
         return self
 
     def decision_function(self, X):
@@ -393,7 +393,7 @@ class OneClassSVM(OutlierMixin, _OneMachine):
 
     def score_samples(self, X):
         """``sum_i dual_coef_i k(x_i, x)`` (the unshifted decision function)."""
-        return as_output(self._values(X) + float(self.offset_), X)
+        return as_output(self._values(X) + float(self.offset_[0]), X)
 
     def predict(self, X):
         """+1 for inliers (``decision_function > 0``), -1 for outliers, as LIBSVM."""
