@@ -233,3 +233,27 @@ def test_cuda_matches_cpu(digits):
     a = KernelKNeighborsClassifier(5, kernel="rbf", gamma=0.05).fit(Xtr, ytr)
     b = KernelKNeighborsClassifier(5, kernel="rbf", gamma=0.05, device="cuda").fit(Xtr, ytr)
     np.testing.assert_array_equal(a.predict(Xte), b.predict(Xte))
+
+
+@pytest.mark.parametrize("weights", ["uniform", "distance"])
+def test_radius_predictions_hold_one_block_of_neighbour_lists(weights):
+    """Every query has all 600 training samples within the radius: the lists of all queries (360,000
+    neighbours, 5.5 MiB) are over a 1 MiB budget, so radius_neighbors refuses them with a remedy, while
+    predict, which holds one block of queries' lists at a time, gives scikit-learn's answer."""
+    from mercer.linalg import MemoryBudgetError
+
+    rng = np.random.default_rng(0)
+    X, Xq = readonly(rng.standard_normal((600, 3))), readonly(rng.standard_normal((600, 3)))
+    y = readonly(X[:, 0] + 0.1 * rng.standard_normal(600))
+    labels = readonly((y > 0).astype(int))
+    reg = KernelRadiusNeighborsRegressor(100.0, weights=weights, memory_budget=2**20).fit(X, y)
+    clf = KernelRadiusNeighborsClassifier(100.0, weights=weights, memory_budget=2**20).fit(X, labels)
+    assert reg._radius_plan(len(Xq))[0] < len(Xq)  # several blocks of queries
+    np.testing.assert_allclose(reg.predict(Xq), skn.RadiusNeighborsRegressor(
+        radius=100.0, weights=weights, algorithm="brute").fit(X, y).predict(Xq), rtol=1e-10)
+    np.testing.assert_allclose(clf.predict_proba(Xq), skn.RadiusNeighborsClassifier(
+        radius=100.0, weights=weights, algorithm="brute").fit(X, labels).predict_proba(Xq), rtol=1e-10)
+    with pytest.raises(MemoryBudgetError, match=r"radius_neighbors: .* Query fewer rows at a time.*memory_budget"):
+        reg.radius_neighbors(Xq)
+    dist, ind = reg.radius_neighbors(Xq[:50])  # 30,000 neighbours fit
+    assert all(len(i) == 600 for i in ind) and all(len(d) == 600 for d in dist)

@@ -98,6 +98,9 @@ SHARES = {
     "row cache": 0.5,
     # the input block of a streamed predict / transform (the method plans its own kernel rows).
     "streamed method": 0.125,
+    # the neighbour lists of a radius search (one block of queries' for a prediction; all of them
+    # for radius_neighbors, which refuses more), the rest going to the distance tiles.
+    "neighbour lists": 0.5,
     # the largest in-memory array not streamed: bigger inputs are read block by block.
     "in-memory input": 0.25,
     # what one Dask task may use of its worker's memory limit (per worker thread).

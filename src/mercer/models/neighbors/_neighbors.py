@@ -29,7 +29,7 @@ from sklearn.utils.validation import check_is_fitted, column_or_1d
 
 from ..._backend import as_output, to_numpy
 from ..._validation import Interval, Options, check_at_most, check_param, check_params, is_torch
-from ...linalg import DISTANCE_TILE_BYTES, plan_blocks, row_blocks
+from ...linalg import DISTANCE_TILE_BYTES, MemoryBudgetError, format_bytes, plan_blocks, plan_rows, row_blocks
 from .._base import COMPUTE_CONSTRAINTS, KERNEL_CONSTRAINTS, KernelEstimatorMixin, labels_like
 
 __all__ = [
@@ -185,6 +185,25 @@ class _NeighborsBase(KernelEstimatorMixin, BaseEstimator):
         check_param(type(self).__name__, "radius", radius, _RADIUS)
         return float(radius)
 
+    #: Size in bytes of one neighbour of a radius query in its lists: a float64 distance and an index.
+    _NEIGHBOUR_SIZE = np.dtype(np.float64).itemsize + np.dtype(np.intp).itemsize
+
+    def _radius_plan(self, nq):
+        """(query rows, training columns) of a radius search. The neighbour lists of a block of queries
+        take the plan's ``"neighbour lists"`` share, sized for their worst case (every training sample
+        within the radius); the distance tiles, and what is cut from them, the rest."""
+        n, d, item = self.n_samples_fit_, self.X_fit_.shape[1], self.X_fit_.element_size()
+        lists = self._plan.share("neighbour lists")
+        # twice: a block's per-tile pieces and their concatenation are both held while it is gathered
+        rows = plan_rows(nq, 2 * n * self._NEIGHBOUR_SIZE, budget=lists, max_bytes=None,
+                         what=f"{type(self).__name__}: the neighbour lists of one query")
+        # besides the distances: the mask, and the distances and (int64) indices within the radius
+        cut = 1.0 + (1 + torch.empty(0, dtype=torch.long).element_size()) / item
+        plan = plan_blocks(nq, n, d, itemsize=item, budget=self._plan.holding(lists).budget,
+                           scratch=max(self.kernel_.scratch(d) + 1.0, cut + 1.0), n_rhs=2,
+                           max_tile_bytes=DISTANCE_TILE_BYTES)
+        return min(rows, plan.row_block), plan.col_block
+
     def _within(self, Q, q_diag, r2, cols):
         """Per query of the block ``Q``: lists of the distances and indices of the training samples
         at squared distance ``<= r2``, one array per block of training columns that has any."""
@@ -192,49 +211,85 @@ class _NeighborsBase(KernelEstimatorMixin, BaseEstimator):
         parts_d, parts_i = [[] for _ in range(nb)], [[] for _ in range(nb)]
         for c in row_blocks(self.n_samples_fit_, cols):  # training samples, in blocks of columns
             D = self._dist2(Q, q_diag, c)
-            hit = torch.nonzero(D <= r2)
-            if not hit.numel():
-                del D
+            hit = D <= r2
+            counts = to_numpy(hit.sum(1))
+            if not counts.any():
+                del D, hit
                 continue
-            vals = to_numpy(D[hit[:, 0], hit[:, 1]].sqrt_()).astype(np.float64)
+            vals = D[hit].sqrt_()  # row by row, columns ascending
             del D  # the next block's distances are planned to replace these, not to join them
-            qi, ti = to_numpy(hit[:, 0]), to_numpy(hit[:, 1]) + c.start
-            splits = np.searchsorted(qi, np.arange(1, nb))
-            for q, (dv, iv) in enumerate(zip(np.split(vals, splits), np.split(ti, splits))):
+            idx = torch.arange(c.start, c.stop, device=Q.device).expand(nb, -1)[hit]
+            del hit
+            vals, idx = np.asarray(to_numpy(vals), dtype=np.float64), to_numpy(idx)
+            splits = np.cumsum(counts)[:-1]
+            for q, (dv, iv) in enumerate(zip(np.split(vals, splits), np.split(idx, splits))):
                 if len(iv):
                     parts_d[q].append(dv)
                     parts_i[q].append(iv)
         return parts_d, parts_i
 
-    def radius_neighbors(self, X=None, radius=None, return_distance=True, sort_results=False):
-        """Training samples within ``radius`` (feature-space distance ``<= radius``) of each query.
-
-        Returns object arrays of per-query arrays, as scikit-learn: ``(dist, ind)`` or ``ind``.
-        Neighbours are in index order, or by increasing distance (ties by index) with ``sort_results``.
-        ``X=None`` queries the training set, each sample excluding itself.
-        """
-        Q, query_is_train = self._queries(X)
-        r = self._check_radius(self.radius if radius is None else radius)
-        if sort_results and not return_distance:
-            raise ValueError("return_distance must be True if sort_results is True.")
+    def _radius_blocks(self, Q, query_is_train, r, sort_results=False):
+        """The neighbours within ``radius`` block by block of queries: ``(rows, dist, ind)`` with the
+        object arrays of the block's queries (:meth:`radius_neighbors` for one block), so that a
+        prediction holds the lists of one block at a time."""
         nq = Q.shape[0]
-        rows, cols = self._query_plan(nq, 2)
+        rows, cols = self._radius_plan(nq)
         q_diag = self.kernel_.diag(Q)
-        dist = np.empty(nq, dtype=object)
-        ind = np.empty(nq, dtype=object)
         for rs in row_blocks(nq, rows, desc="radius neighbours"):
             parts_d, parts_i = self._within(Q[rs], q_diag[rs], r * r, cols)
-            for q in range(rs.stop - rs.start):
+            nb = rs.stop - rs.start
+            dist, ind = np.empty(nb, dtype=object), np.empty(nb, dtype=object)
+            for q in range(nb):
                 dq = np.concatenate(parts_d[q]) if parts_d[q] else np.zeros(0)
                 iq = np.concatenate(parts_i[q]) if parts_i[q] else np.zeros(0, dtype=np.intp)
+                parts_d[q] = parts_i[q] = None
                 if query_is_train:
                     keep = iq != rs.start + q
                     dq, iq = dq[keep], iq[keep]
                 if sort_results:
                     order = np.lexsort((iq, dq))
                     dq, iq = dq[order], iq[order]
-                dist[rs.start + q], ind[rs.start + q] = dq, iq.astype(np.intp)
+                dist[q], ind[q] = dq, iq.astype(np.intp, copy=False)
+            yield rs, dist, ind
+
+    def radius_neighbors(self, X=None, radius=None, return_distance=True, sort_results=False):
+        """Training samples within ``radius`` (feature-space distance ``<= radius``) of each query.
+
+        Returns object arrays of per-query arrays, as scikit-learn: ``(dist, ind)`` or ``ind``.
+        Neighbours are in index order, or by increasing distance (ties by index) with ``sort_results``.
+        ``X=None`` queries the training set, each sample excluding itself. The lists returned are
+        held within the plan's ``"neighbour lists"`` share: more is a :class:`MemoryBudgetError`
+        (``predict`` needs no such lists: it holds one block of queries' at a time).
+        """
+        Q, query_is_train = self._queries(X)
+        r = self._check_radius(self.radius if radius is None else radius)
+        if sort_results and not return_distance:
+            raise ValueError("return_distance must be True if sort_results is True.")
+        nq = Q.shape[0]
+        cap = plan_rows(max(nq, 1) * self.n_samples_fit_, self._NEIGHBOUR_SIZE,
+                        budget=self._plan.share("neighbour lists"), max_bytes=None)
+        dist = np.empty(nq, dtype=object)
+        ind = np.empty(nq, dtype=object)
+        held = 0
+        for rs, d_b, i_b in self._radius_blocks(Q, query_is_train, r, sort_results):
+            held += sum(len(i) for i in i_b)
+            if held > cap:
+                raise MemoryBudgetError(
+                    f"{type(self).__name__}.radius_neighbors: the neighbours of the first {rs.stop:,} of {nq:,} "
+                    f"queries are already {held:,}, more than the {cap:,} whose lists fit the memory budget of "
+                    f"{format_bytes(self._budget)}. Query fewer rows at a time, use a smaller radius, or raise "
+                    "memory_budget (predict holds one block of queries' neighbours at a time).")
+            dist[rs], ind[rs] = d_b, i_b
         return (dist, ind) if return_distance else ind
+
+    def _radius_votes(self, X):
+        """What a radius prediction reads: the number of queries, and an iterator over blocks of
+        queries of ``(rows, weights, ind)`` (``weights`` None when uniform)."""
+        Q, query_is_train = self._queries(X)
+        r = self._check_radius(self.radius)
+        blocks = ((rs, None if self.weights == "uniform" else _get_weights(dist, self.weights), ind)
+                  for rs, dist, ind in self._radius_blocks(Q, query_is_train, r))
+        return Q.shape[0], blocks
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -435,22 +490,19 @@ class KernelRadiusNeighborsClassifier(ClassifierMixin, _NeighborsBase):
     def predict_proba(self, X):
         """Share of the (weighted) votes of the neighbours within the radius; outliers get a one-hot
         row for ``outlier_label_`` (zeros when it is not a training class)."""
-        if self.weights == "uniform":
-            ind = self.radius_neighbors(X, return_distance=False)
-            weights = None
-        else:
-            dist, ind = self.radius_neighbors(X)
-            weights = _get_weights(dist, self.weights)
-        nq = len(ind)
-        outliers = np.array([len(i) == 0 for i in ind], dtype=bool)
+        nq, blocks = self._radius_votes(X)
+        proba, outliers = np.zeros((nq, len(self.classes_))), np.zeros(nq, dtype=bool)
+        for rs, w, ind in blocks:
+            for q, iq in enumerate(ind):
+                if len(iq):
+                    wq = np.ones(len(iq)) if w is None else np.asarray(w[q], dtype=np.float64)
+                    proba[rs.start + q] = np.bincount(self._y[iq], weights=wq, minlength=len(self.classes_))
+                else:
+                    outliers[rs.start + q] = True
         if outliers.any() and self.outlier_label_ is None:
             raise ValueError(f"No neighbors found for test samples {np.flatnonzero(outliers)!r}, you can try using "
                              "larger radius, giving a label for outliers, or considering removing them from your "
                              "dataset.")
-        proba = np.zeros((nq, len(self.classes_)))
-        for q in np.flatnonzero(~outliers):
-            w = np.ones(len(ind[q])) if weights is None else np.asarray(weights[q], dtype=np.float64)
-            proba[q] = np.bincount(self._y[ind[q]], weights=w, minlength=len(self.classes_))
         if outliers.any():
             hit = np.flatnonzero(self.classes_ == self.outlier_label_)
             if hit.size:
@@ -499,21 +551,17 @@ class KernelRadiusNeighborsRegressor(MultiOutputMixin, RegressorMixin, _Neighbor
         return self
 
     def predict(self, X):
-        if self.weights == "uniform":
-            ind = self.radius_neighbors(X, return_distance=False)
-            weights = None
-        else:
-            dist, ind = self.radius_neighbors(X)
-            weights = _get_weights(dist, self.weights)
+        nq, blocks = self._radius_votes(X)
         Y = self._y
-        out = np.full((len(ind),) + Y.shape[1:], np.nan)
-        empty = np.array([len(i) == 0 for i in ind], dtype=bool)
-        for q in np.flatnonzero(~empty):
-            if weights is None:
-                out[q] = Y[ind[q]].mean(axis=0)
-            else:
-                w = np.asarray(weights[q], dtype=np.float64)
-                out[q] = np.average(Y[ind[q]], axis=0, weights=w)
+        out, empty = np.full((nq,) + Y.shape[1:], np.nan), np.zeros(nq, dtype=bool)
+        for rs, w, ind in blocks:
+            for q, iq in enumerate(ind):
+                if not len(iq):
+                    empty[rs.start + q] = True
+                elif w is None:
+                    out[rs.start + q] = Y[iq].mean(axis=0)
+                else:
+                    out[rs.start + q] = np.average(Y[iq], axis=0, weights=np.asarray(w[q], dtype=np.float64))
         if empty.any():
             warnings.warn("One or more samples have no neighbors within specified radius; predicting NaN.",
                           stacklevel=2)
