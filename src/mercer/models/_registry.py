@@ -186,6 +186,10 @@ ESTIMATORS: tuple[Estimator, ...] = (
         Example({"random_state": 0}, expected_failed_checks=_FLOAT32),
         Example({"centers": "leverage", "dtype": "float64", "random_state": 0}),
     ), cli="nystroem-ridge", expected_failed_checks=_SAMPLED_CENTRES),
+    Estimator("NystroemKernelRidgeCV", _models("ridge"), REGRESSOR, (
+        Example({"max_iter": 5, "dtype": "float64", "random_state": 0}),
+        Example({"objective": "holdout", "max_iter": 5, "dtype": "float64", "random_state": 0}, slow=True),
+    ), expected_failed_checks=_SAMPLED_CENTRES, quiet=(_CONVERGENCE,)),
     Estimator("NystroemKernelRidgeClassifier", _models("ridge"), CLASSIFIER, (
         Example({"random_state": 0}, expected_failed_checks=_FLOAT32),
     ), cli="nystroem-classifier", expected_failed_checks=_SAMPLED_CENTRES),

@@ -1,0 +1,358 @@
+"""Nyström kernel ridge whose kernel hyperparameters, ``alpha`` and (optionally) centres are learned
+from closed-form validation objectives computed by blocked passes over the rows.
+
+The Nyström ridge of :class:`~mercer.models.ridge.NystroemKernelRidge` with centres ``Z`` solves
+``(A_c + alpha K_MM) beta = b_c`` where, with an intercept, the columns and targets are centred by
+their weighted means: ``A_c = K^T W K - n_w k k^T``, ``b_c = K^T W y - n_w k ybar^T``, ``k = K^T W 1 / n_w``
+(``K = k(X, Z)``, ``n x M``). Both objectives below are functions of the blocked statistics of
+:func:`mercer.linalg.kernel_statistics` and of ``K_MM`` only, so their value and gradient (with
+respect to every log-hyperparameter, ``log alpha`` and the centres' coordinates) cost two passes
+over the rows and O(block + M^2) memory, in memory or streamed from a source:
+
+* ``"gcv"``, generalised cross-validation (Golub, Heath & Wahba 1979) on all rows:
+  ``GCV = (RSS / n_w) / (1 - df / n_w)^2`` with ``RSS = y_c^T W y_c - 2 beta^T b_c + beta^T A_c beta``
+  and the degrees of freedom of the smoother, ``df = tr((A_c + alpha K_MM)^{-1} A_c) (+ 1 for the
+  intercept)``; averaged over the targets.
+* ``"holdout"``: the weighted mean squared error on a random ``validation_fraction`` of the rows
+  of the model fitted on the others (with ``alpha`` scaled to the training rows' weight), from the
+  statistics of both parts in the same passes: for ``f = K beta + c0``,
+  ``sum_val w (y - f)^2 = y^T W y - 2 beta^T K^T W y - 2 c0 1^T W y + beta^T K^T W K beta
+  + 2 c0 beta^T K^T W 1 + c0^2 n_w``.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from numbers import Integral, Real
+
+import numpy as np
+import scipy.sparse as sp
+import torch
+from sklearn.base import BaseEstimator, MultiOutputMixin, RegressorMixin
+from sklearn.utils.validation import check_is_fitted
+
+from ..._backend import check_random_state, make_generator, to_numpy
+from ..._validation import Interval, Options, check_at_most, check_params
+from ...approx import LANDMARKS_CONSTRAINTS, check_landmarks_param, select_landmarks
+from ...kernels import LearnableKernel
+from ...linalg import kernel_statistics
+from ...sources import RowSource
+from .._base import COMPUTE_CONSTRAINTS, KERNEL_CONSTRAINTS, KernelEstimatorMixin
+from .._hyperopt import OPTIMIZER_CONSTRAINTS, check_bounds, check_target_scale, chol_with_jitter, optimize, report
+from ._nystroem import NystroemKernelRidge
+
+__all__ = ["NystroemKernelRidgeCV", "nystroem_gcv", "nystroem_holdout_error"]
+
+log = logging.getLogger(__name__)
+
+
+def _centred(stats, g: int, fit_intercept: bool):
+    """``(A_c, b_c, yy_c, k_mean, y_mean)`` of weight column ``g`` (means None without intercept)."""
+    A, b, s, n_w, yy, ysum = stats.gram[g], stats.rhs[g], stats.colsum[g], stats.n_w[g], stats.yy[g], stats.ysum[g]
+    if not fit_intercept:
+        return A, b, yy, None, None
+    k_mean, y_mean = s / n_w, ysum / n_w
+    return A - n_w * torch.outer(k_mean, k_mean), b - torch.outer(s, y_mean), yy - n_w * y_mean**2, k_mean, y_mean
+
+
+def _solve(A_c, b_c, K_mm, alpha):
+    """Cholesky factor of ``A_c + alpha K_MM`` and ``beta``."""
+    H = A_c + alpha * K_mm.to(A_c.dtype)
+    L = chol_with_jitter(0.5 * (H + H.mT))
+    return L, torch.cholesky_solve(b_c, L)
+
+
+def nystroem_gcv(stats, K_mm: torch.Tensor, alpha, *, fit_intercept: bool = True) -> torch.Tensor:
+    """Generalised cross-validation of Nyström ridge from the statistics of one weight column
+    (see the module docstring); differentiable in the statistics, ``K_mm`` and ``alpha``."""
+    A_c, b_c, yy_c, _, _ = _centred(stats, 0, fit_intercept)
+    n_w = stats.n_w[0]
+    L, beta = _solve(A_c, b_c, K_mm, alpha)
+    rss = yy_c - 2.0 * (beta * b_c).sum(0) + (beta * (A_c @ beta)).sum(0)
+    df = torch.cholesky_solve(A_c, L).diagonal().sum() + (1.0 if fit_intercept else 0.0)
+    return (rss / n_w).mean() / (1.0 - df / n_w) ** 2
+
+
+def nystroem_holdout_error(stats, K_mm: torch.Tensor, alpha, *, fit_intercept: bool = True) -> torch.Tensor:
+    """Weighted mean squared validation error (averaged over the targets) of the Nyström ridge fitted
+    on weight column 0 with ``alpha``, on weight column 1 (see the module docstring)."""
+    A_c, b_c, _, k_mean, y_mean = _centred(stats, 0, fit_intercept)
+    _, beta = _solve(A_c, b_c, K_mm, alpha)
+    A, b, s, n_v, yy, ysum = stats.gram[1], stats.rhs[1], stats.colsum[1], stats.n_w[1], stats.yy[1], stats.ysum[1]
+    err = yy - 2.0 * (beta * b).sum(0) + (beta * (A @ beta)).sum(0)
+    if fit_intercept:
+        c0 = y_mean - k_mean @ beta
+        err = err - 2.0 * c0 * ysum + 2.0 * c0 * (s @ beta) + c0**2 * n_v
+    return (err / n_v).mean()
+
+
+_OBJECTIVES = {"gcv": nystroem_gcv, "holdout": nystroem_holdout_error}
+
+
+class NystroemKernelRidgeCV(MultiOutputMixin, RegressorMixin, KernelEstimatorMixin, BaseEstimator):
+    """Nyström kernel ridge with its kernel hyperparameters, ``alpha`` and optionally its centres
+    learned by L-BFGS on a closed-form validation objective, at any number of rows.
+
+    Each evaluation of the objective and its gradient is two blocked passes over the data
+    (:func:`mercer.linalg.kernel_statistics`): memory O(block + M^2), never ``n x M``; ``X`` may be a
+    row source streamed from disk (:mod:`mercer.sources`). Learning computes in float64. The model
+    with the learned values is then fitted as an ordinary :class:`NystroemKernelRidge` (``estimator_``).
+
+    Parameters
+    ----------
+    alpha : float, default=1.0
+        Regularisation as in :class:`NystroemKernelRidge` (an unnormalised sum of squares); the
+        starting value when ``learn_alpha``.
+    kernel : str or mercer Kernel, default="rbf"
+        Any mercer kernel, composites included; its positive hyperparameters (per feature for an
+        ARD kernel: ``RBF(gamma=[...])``) are learned from the values given.
+    gamma, degree, coef0, kernel_params :
+        Passed to a kernel given by name (starting values).
+    n_centers : int or "auto", default="auto"
+        As in :class:`NystroemKernelRidge`: ``min(n, max(100, 5 sqrt(n)))`` for "auto".
+    centers : {"uniform", "kmeans++", "kmeans", "leverage", "greedy"} or array, default="uniform"
+        The starting centres (see :class:`NystroemKernelRidge`).
+    objective : {"gcv", "holdout"}, default="gcv"
+        Generalised cross-validation on all rows, or the mean squared error on a random
+        ``validation_fraction`` of them of the model fitted on the others.
+    validation_fraction : float in (0, 1), default=0.2
+        For ``objective="holdout"``.
+    learn_alpha : bool, default=True
+    learn_centers : bool, default=False
+        Learn the centres' coordinates too (kernels differentiable in their inputs; M x d more
+        unknowns, unbounded, not perturbed by restarts).
+    optimizer : {"lbfgs", "adam"} or None, default="lbfgs"
+        None evaluates the objective at the given values only.
+    n_restarts_optimizer : int, default=0
+        Extra starts, perturbed by up to a factor 10 in every hyperparameter.
+    max_iter : int, default=50
+        Optimiser iterations per start.
+    hyperparameter_bounds : (float, float), default=(1e-5, 1e5)
+        In length-scale units (see :class:`mercer.kernels.LearnableKernel`).
+    alpha_bounds : (float, float), default=(1e-8, 1e8)
+    fit_intercept, solver, tol, dtype :
+        Of the final :class:`NystroemKernelRidge` (``tol``: its conjugate gradient's).
+    random_state, device, memory_budget :
+        As everywhere in mercer (``random_state`` draws the centres, the validation rows and the restarts).
+
+    Attributes
+    ----------
+    kernel_ : Kernel
+        The learned kernel.
+    alpha_ : float
+    centers_ : tensor of shape (M, n_features_in_)
+        The centres (learned with ``learn_centers``).
+    cv_error_ : float
+        The objective at the learned values.
+    objective_path_ : ndarray
+        The objective at every evaluation, the starts one after the other (NaN where it could not be
+        evaluated).
+    estimator_ : NystroemKernelRidge
+        Fitted on all rows with ``kernel_``, ``alpha_`` and ``centers_``.
+    coef_, intercept_ :
+        Those of ``estimator_``.
+    theta_ : ndarray, hyperparameter_names_ : list of str
+        The learned log-hyperparameters (kernel, then ``alpha``; the centres are not included).
+    optimizer_results_ : list of dict
+    n_evals_, n_iter_ : int
+    learning_time_ : float
+    """
+
+    _streams_fit = True  # fit reads a streamed X (mercer.sources) block by block
+    _parameter_constraints: dict = {
+        **KERNEL_CONSTRAINTS,
+        **COMPUTE_CONSTRAINTS,
+        **OPTIMIZER_CONSTRAINTS,
+        "alpha": [Interval(Real, 0, None, closed="neither")],
+        "n_centers": [Interval(Integral, 1, None, closed="left"), Options("auto")],
+        "centers": LANDMARKS_CONSTRAINTS,
+        "objective": [Options("gcv", "holdout")],
+        "validation_fraction": [Interval(Real, 0, 1, closed="neither")],
+        "learn_alpha": ["boolean"],
+        "learn_centers": ["boolean"],
+        "hyperparameter_bounds": ["array-like"],
+        "alpha_bounds": ["array-like"],
+        "fit_intercept": ["boolean"],
+        "solver": [Options("auto", "cg", "direct")],
+        "tol": [Interval(Real, 0, None, closed="left")],
+        "random_state": ["random_state"],
+    }
+
+    def __init__(self, alpha=1.0, *, kernel="rbf", gamma=None, degree=3, coef0=1, kernel_params=None,
+                 n_centers="auto", centers="uniform", objective="gcv", validation_fraction=0.2, learn_alpha=True,
+                 learn_centers=False, optimizer="lbfgs", n_restarts_optimizer=0, max_iter=50,
+                 hyperparameter_bounds=(1e-5, 1e5), alpha_bounds=(1e-8, 1e8), fit_intercept=True, solver="auto",
+                 tol=1e-3, random_state=None, device=None, dtype="float32", memory_budget=None):
+        self.alpha = alpha
+        self.kernel = kernel
+        self.gamma = gamma
+        self.degree = degree
+        self.coef0 = coef0
+        self.kernel_params = kernel_params
+        self.n_centers = n_centers
+        self.centers = centers
+        self.objective = objective
+        self.validation_fraction = validation_fraction
+        self.learn_alpha = learn_alpha
+        self.learn_centers = learn_centers
+        self.optimizer = optimizer
+        self.n_restarts_optimizer = n_restarts_optimizer
+        self.max_iter = max_iter
+        self.hyperparameter_bounds = hyperparameter_bounds
+        self.alpha_bounds = alpha_bounds
+        self.fit_intercept = fit_intercept
+        self.solver = solver
+        self.tol = tol
+        self.random_state = random_state
+        self.device = device
+        self.dtype = dtype
+        self.memory_budget = memory_budget
+
+    # -- fit ----------------------------------------------------------------------------------------
+    def fit(self, X, y, sample_weight=None):
+        """Learn the hyperparameters (and centres) on ``(X, y)``, then fit ``estimator_`` with them."""
+        check_params(self)
+        owner = type(self).__name__
+        bounds_k = check_bounds(owner, "hyperparameter_bounds", self.hyperparameter_bounds)
+        bounds_a = check_bounds(owner, "alpha_bounds", self.alpha_bounds)
+        X = self._validate_X(X, reset=True)
+        n, d = X.shape
+        if n < 2:
+            raise ValueError(f"{owner} learns from validation errors, which need at least 2 samples; got n_samples={n}.")
+        y = self._validate_y(y, n)
+        check_target_scale(owner, y)
+        sw = self._sample_weight(sample_weight, X, n)
+        self._setup_compute(X)
+        kernel = self._resolve_kernel()
+        if kernel.is_precomputed:
+            raise ValueError(f"{owner} learns kernel hyperparameters: kernel='precomputed' is not supported.")
+        f64 = dict(dtype=torch.float64, device=self._device)
+        if isinstance(X, RowSource):
+            Xt = X.astype("float64")
+        else:
+            Xt = X.detach().to(**f64) if torch.is_tensor(X) else torch.tensor(
+                X.toarray() if sp.issparse(X) else np.asarray(X), **f64)
+        rng = check_random_state(self.random_state)
+        Z, M = self._initial_centers(Xt, kernel, n, d)
+        Y = torch.as_tensor(y.reshape(n, -1), **f64)
+        W = self._weights(n, sw, rng, f64)
+        lk = LearnableKernel(kernel, d, bounds_k)
+        learn_z = bool(self.learn_centers) and lk.differentiable_inputs and self.optimizer is not None
+        p = len(lk.names)
+        names, theta, bounds = list(lk.names), lk.theta0, lk.log_bounds
+        a0 = float(np.clip(self.alpha, *bounds_a))
+        if self.learn_alpha:
+            names.append("alpha")
+            theta = np.append(theta, math.log(a0))
+            bounds = np.vstack([bounds, [[math.log(bounds_a[0]), math.log(bounds_a[1])]]])
+        q = len(names)
+        if learn_z:
+            theta = np.concatenate([theta, to_numpy(Z).ravel().astype(np.float64)])
+            bounds = np.vstack([bounds, np.full((M * d, 2), [-np.inf, np.inf])])
+        # alpha of the rows the model is fitted on (the training part, for the hold-out error)
+        scale = float(W[:, 0].sum() / W.sum())
+        objective, plan, path = _OBJECTIVES[self.objective], self._plan, []
+
+        def loss(t):
+            path.append(math.nan)  # an evaluation that fails (a Cholesky factorisation) stays NaN
+            alpha = torch.exp(t[p]) if self.learn_alpha else torch.as_tensor(a0, dtype=t.dtype, device=t.device)
+            Zt = t[q:].reshape(M, d) if learn_z else Z
+            stats = kernel_statistics(lk.at, t[:p], Zt, Xt, Y, W, memory_budget=plan, desc=owner)
+            value = objective(stats, lk.at(t[:p])(Zt), alpha * scale, fit_intercept=bool(self.fit_intercept))
+            path[-1] = float(value.detach())
+            return value
+
+        self.hyperparameter_names_ = names
+        t0 = time.perf_counter()
+        theta = self._search(loss, theta, bounds, names[:q], q)
+        self.learning_time_ = time.perf_counter() - t0
+        self.objective_path_ = np.asarray(path, dtype=np.float64)
+        self.theta_ = np.asarray(theta[:q], dtype=np.float64)
+        self.kernel_ = lk.build(self.theta_[:p])
+        self.alpha_ = float(np.exp(self.theta_[p])) if self.learn_alpha else a0
+        if learn_z:
+            Z = torch.tensor(theta[q:].reshape(M, d), **f64)
+        self.centers_ = Z
+        log.info("%s: %s learned in %.1f s (%d evaluations): alpha=%.3g, kernel %r", owner, self.objective,
+                 self.learning_time_, self.n_evals_, self.alpha_, self.kernel_)
+        self.estimator_ = NystroemKernelRidge(
+            alpha=self.alpha_, kernel=self.kernel_, centers=to_numpy(Z), fit_intercept=self.fit_intercept,
+            solver=self.solver, tol=self.tol, random_state=self.random_state, device=self.device, dtype=self.dtype,
+            memory_budget=self.memory_budget).fit(X, y, sample_weight=sample_weight)
+        return self
+
+    def _initial_centers(self, Xt, kernel, n: int, d: int):
+        """The starting centres (float64) and their number, by the rule of :class:`NystroemKernelRidge`."""
+        owner = type(self).__name__
+        centers = check_landmarks_param(self.centers, d, owner, name="centers")
+        if not isinstance(centers, str):
+            M = centers.shape[0]
+        elif isinstance(self.n_centers, str):  # "auto"
+            M = min(n, max(100, int(math.ceil(5 * math.sqrt(n)))))
+        else:
+            check_at_most(owner, "n_centers", self.n_centers, n, "n_samples")
+            M = int(self.n_centers)
+        Z, _ = select_landmarks(Xt, M, centers, kernel=kernel, generator=make_generator(self.random_state),
+                                memory_budget=self._budget, owner=owner, dtype=torch.float64, device=self._device)
+        return Z.to(torch.float64).clone(), M
+
+    def _weights(self, n: int, sw, rng, f64) -> torch.Tensor:
+        """``(n, 1)`` sample weights, or ``(n, 2)``: training and validation rows of the hold-out error."""
+        w = torch.ones(n, **f64) if sw is None else torch.as_tensor(sw, **f64)
+        if self.objective != "holdout":
+            return w[:, None]
+        n_val = int(round(self.validation_fraction * n))
+        if n_val < 1 or n_val > n - 1:
+            raise ValueError(f"{type(self).__name__}: validation_fraction={self.validation_fraction} leaves no "
+                             f"{'validation' if n_val < 1 else 'training'} rows among n_samples={n}.")
+        val = torch.zeros(n, **f64)
+        val[torch.as_tensor(rng.choice(n, n_val, replace=False), device=val.device)] = 1.0
+        W = torch.stack([w * (1.0 - val), w * val], dim=1)
+        if not bool((W.sum(0) > 0).all()):
+            raise ValueError(f"{type(self).__name__}: the sample weights of the training or the validation rows "
+                             "sum to zero.")
+        return W
+
+    def _search(self, loss, theta: np.ndarray, bounds: np.ndarray, names: list, q: int) -> np.ndarray:
+        """Minimise ``loss`` from ``theta`` (or only evaluate it without an optimizer); sets
+        ``optimizer_results_``, ``n_evals_``, ``n_iter_`` and ``cv_error_``."""
+        self.optimizer_results_ = []
+        if self.optimizer is not None and theta.size:
+            perturb = np.arange(theta.size) < q
+            best, runs = optimize(loss, theta, bounds, method=self.optimizer, max_iter=self.max_iter,
+                                  n_restarts=self.n_restarts_optimizer, rng=check_random_state(self.random_state),
+                                  dtype=torch.float64, device=self._device, perturb=perturb,
+                                  desc=f"{type(self).__name__}: {self.objective}")
+            self.optimizer_results_ = [r.as_dict() for r in runs]
+            self.n_evals_ = int(sum(r.n_evals for r in runs))
+            report(best, runs, names, bounds[:q], owner=type(self).__name__,
+                   what=f"{self.objective} error", maximised=False)
+            self.cv_error_ = float(best.loss)
+            self.n_iter_ = max(1, int(best.n_iter))
+            return best.theta
+        with torch.no_grad():
+            self.cv_error_ = float(loss(torch.as_tensor(theta, dtype=torch.float64, device=self._device)))
+        self.n_evals_ = self.n_iter_ = 1
+        return theta
+
+    # -- the fitted model ---------------------------------------------------------------------------
+    @property
+    def coef_(self):
+        check_is_fitted(self, "estimator_")
+        return self.estimator_.coef_
+
+    @property
+    def intercept_(self):
+        check_is_fitted(self, "estimator_")
+        return self.estimator_.intercept_
+
+    def predict(self, X):
+        check_is_fitted(self, "estimator_")
+        return self.estimator_.predict(self._validate_X(X, reset=False))
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = True
+        return tags

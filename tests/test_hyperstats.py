@@ -1,0 +1,198 @@
+"""Blocked kernel statistics and their backward pass (mercer.linalg.kernel_statistics), and the
+objectives written on them: Titsias' SGPR bound, Nyström GCV and hold-out error. Every value and
+gradient is checked against autograd through the dense float64 computation (the n x M matrix
+formed), at budgets that force many blocks, in memory and streamed from .npy and Parquet."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from mercer import sources
+from mercer.kernels import RBF, LearnableKernel, Matern, RationalQuadratic
+from mercer.linalg import kernel_statistics, statistics_rows
+from mercer.models.gp._sparse import _sgpr_bound, sgpr_bound_from_statistics
+from mercer.models.ridge._nystroem_cv import nystroem_gcv, nystroem_holdout_error
+
+N, D, M = 150, 3, 7
+BUDGET = 6_000  # bytes: ~10 rows per block, so 15 blocks
+
+
+def kernels():
+    return {
+        "ard": RBF(gamma=[0.3, 0.8, 0.5]),
+        "sum-of-scaled": 1.7 * RBF(gamma=0.4) + 0.5 * Matern(length_scale=1.3),
+        "product": 1.2 * Matern(nu=2.5, length_scale=[1.0, 2.0, 0.7]) * RationalQuadratic(length_scale=1.5, alpha=2.0),
+    }
+
+
+@pytest.fixture(scope="module")
+def data():
+    g = torch.Generator().manual_seed(0)
+    X = torch.randn(N, D, generator=g, dtype=torch.float64)
+    Y = torch.randn(N, 2, generator=g, dtype=torch.float64) + 1.5
+    W = torch.rand(N, 2, generator=g, dtype=torch.float64)
+    Z = torch.randn(M, D, generator=g, dtype=torch.float64)
+    return X, Y, W, Z
+
+
+def rel(a, b):
+    return float((a - b).norm() / b.norm())
+
+
+def dense_statistics(k, X, Z, Y, W):
+    K = k(X, Z)
+    return (torch.stack([K.T @ (W[:, j, None] * K) for j in range(W.shape[1])]),
+            torch.stack([K.T @ (W[:, j, None] * Y) for j in range(W.shape[1])]), W.T @ K, W.T @ k.diag(X))
+
+
+def test_a_small_budget_forces_many_blocks():
+    rows = statistics_rows(N, M, D, 2, 2, itemsize=8, scratch=1.0, memory_budget=BUDGET)
+    assert 1 <= rows and -(-N // rows) >= 10
+
+
+@pytest.mark.parametrize("name", list(kernels()))
+def test_statistics_and_their_gradients_equal_the_dense_computation(data, name):
+    X, Y, W, Z0 = data
+    lk = LearnableKernel(kernels()[name], D)
+    g = torch.Generator().manual_seed(1)
+    adj = [torch.randn(2, M, M, generator=g, dtype=torch.float64), torch.randn(2, M, 2, generator=g, dtype=torch.float64),
+           torch.randn(2, M, generator=g, dtype=torch.float64), torch.randn(2, generator=g, dtype=torch.float64)]
+
+    def run(blocked):
+        theta = torch.tensor(lk.theta0, requires_grad=True)
+        Z = Z0.clone().requires_grad_(True)
+        if blocked:
+            st = kernel_statistics(lk.at, theta, Z, X, Y, W, memory_budget=BUDGET)
+            parts = (st.gram, st.rhs, st.colsum, st.kdiag)
+        else:
+            parts = dense_statistics(lk.at(theta), X, Z, Y, W)
+        loss = sum((p * a).sum() for p, a in zip(parts, adj)) + lk.at(theta)(Z).square().sum()
+        return [p.detach() for p in parts], loss.detach(), torch.autograd.grad(loss, [theta, Z])
+
+    (pb, lb, gb), (pd, ld, gd) = run(True), run(False)
+    for a, b in zip(pb, pd):
+        assert rel(a, b) < 1e-12
+    assert float(abs(lb - ld) / abs(ld)) < 1e-12
+    for a, b in zip(gb, gd):
+        assert rel(a, b) < 1e-8
+
+
+@pytest.mark.parametrize("kind", ["npy", "parquet"])
+def test_streamed_from_a_source_equals_in_memory(data, tmp_path, kind):
+    X, Y, W, Z0 = data
+    if kind == "npy":
+        np.save(tmp_path / "x.npy", X.numpy())
+        src = sources.as_source(str(tmp_path / "x.npy"))
+    else:
+        pd = pytest.importorskip("pandas")
+        pytest.importorskip("pyarrow")
+        pd.DataFrame(X.numpy(), columns=[f"x{i}" for i in range(D)]).to_parquet(tmp_path / "x.parquet",
+                                                                                  row_group_size=40)
+        src = sources.as_source(str(tmp_path / "x.parquet"))
+    lk = LearnableKernel(kernels()["ard"], D)
+    out = []
+    for X_in in (X, src):
+        theta = torch.tensor(lk.theta0, requires_grad=True)
+        st = kernel_statistics(lk.at, theta, Z0, X_in, Y, W, memory_budget=BUDGET)
+        loss = st.gram.square().sum() + st.rhs.sum() + st.kdiag.sum() + st.colsum.sum()
+        out.append((loss.detach(), torch.autograd.grad(loss, theta)[0]))
+    assert float(abs(out[0][0] - out[1][0]) / abs(out[1][0])) < 1e-12
+    assert rel(out[1][1], out[0][1]) < 1e-12
+
+
+def test_bad_shapes_are_named(data):
+    X, Y, W, Z = data
+    lk = LearnableKernel(RBF(), D)
+    theta = torch.tensor(lk.theta0)
+    with pytest.raises(ValueError, match="Y must have shape"):
+        kernel_statistics(lk.at, theta, Z, X, Y[:-1])
+    with pytest.raises(ValueError, match="Z must have shape"):
+        kernel_statistics(lk.at, theta, Z[:, :2], X, Y)
+    with pytest.raises(ValueError, match="weights must have"):
+        kernel_statistics(lk.at, theta, Z, X, Y, W[:-1])
+
+
+# -- the SGPR bound -----------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", list(kernels()))
+def test_sgpr_bound_from_statistics_equals_the_dense_bound(data, name):
+    X, Y, _, Z0 = data
+    lk = LearnableKernel(kernels()[name], D)
+    jitter = 1e-6
+
+    def run(blocked):
+        theta = torch.tensor(lk.theta0, requires_grad=True)
+        Z = Z0.clone().requires_grad_(True)
+        log_noise = torch.tensor(np.log(0.3), dtype=torch.float64, requires_grad=True)
+        noise = torch.exp(log_noise)
+        if blocked:
+            st = kernel_statistics(lk.at, theta, Z, X, Y, memory_budget=BUDGET)
+            bound = sgpr_bound_from_statistics(st, lk.at(theta)(Z), noise, jitter)
+        else:
+            bound = _sgpr_bound(lk, theta, noise, Z, X, Y, jitter)
+        return bound.detach(), torch.autograd.grad(bound, [theta, Z, log_noise])
+
+    (vb, gb), (vd, gd) = run(True), run(False)
+    assert float(abs(vb - vd) / abs(vd)) < 1e-10
+    for a, b in zip(gb, gd):
+        assert rel(a, b) < 1e-8
+
+
+# -- Nyström ridge objectives ---------------------------------------------------------------------------
+def _dense_ridge(k, X, Z, Y, w, alpha, fit_intercept):
+    """(beta, intercept) of the Nyström ridge on rows weighted by ``w``, from the n x M matrix."""
+    K = k(X, Z)
+    n_w = w.sum()
+    if fit_intercept:
+        k_mean, y_mean = (w @ K) / n_w, (w @ Y) / n_w
+        Kc, Yc = K - k_mean, Y - y_mean
+    else:
+        Kc, Yc = K, Y
+    H = Kc.T @ (w[:, None] * Kc) + alpha * k(Z)
+    beta = torch.linalg.solve(H, Kc.T @ (w[:, None] * Yc))
+    c0 = (y_mean - k_mean @ beta) if fit_intercept else torch.zeros(Y.shape[1], dtype=Y.dtype)
+    return K, Kc, Yc, H, beta, c0
+
+
+def dense_gcv(k, X, Z, Y, w, alpha, fit_intercept):
+    K, Kc, Yc, H, beta, _ = _dense_ridge(k, X, Z, Y, w, alpha, fit_intercept)
+    n_w = w.sum()
+    rss = (w[:, None] * (Yc - Kc @ beta) ** 2).sum(0)
+    df = torch.trace(Kc @ torch.linalg.solve(H, Kc.T * w)) + (1.0 if fit_intercept else 0.0)
+    return (rss / n_w).mean() / (1 - df / n_w) ** 2
+
+
+def dense_holdout(k, X, Z, Y, W, alpha, fit_intercept):
+    _, _, _, _, beta, c0 = _dense_ridge(k, X, Z, Y, W[:, 0], alpha, fit_intercept)
+    f = k(X, Z) @ beta + c0
+    return ((W[:, 1, None] * (Y - f) ** 2).sum(0) / W[:, 1].sum()).mean()
+
+
+@pytest.mark.parametrize("objective", ["gcv", "holdout"])
+@pytest.mark.parametrize("fit_intercept", [True, False])
+@pytest.mark.parametrize("name", list(kernels()))
+def test_nystroem_objectives_equal_the_dense_computation(data, name, objective, fit_intercept):
+    X, Y, W, Z0 = data
+    lk = LearnableKernel(kernels()[name], D)
+    W = W if objective == "holdout" else W[:, :1]
+
+    def run(blocked):
+        theta = torch.tensor(lk.theta0, requires_grad=True)
+        Z = Z0.clone().requires_grad_(True)
+        log_alpha = torch.tensor(np.log(0.7), dtype=torch.float64, requires_grad=True)
+        alpha, k = torch.exp(log_alpha), lk.at(theta)
+        if blocked:
+            st = kernel_statistics(lk.at, theta, Z, X, Y, W, memory_budget=BUDGET)
+            f = nystroem_gcv if objective == "gcv" else nystroem_holdout_error
+            value = f(st, k(Z), alpha, fit_intercept=fit_intercept)
+        elif objective == "gcv":
+            value = dense_gcv(k, X, Z, Y, W[:, 0], alpha, fit_intercept)
+        else:
+            value = dense_holdout(k, X, Z, Y, W, alpha, fit_intercept)
+        return value.detach(), torch.autograd.grad(value, [theta, Z, log_alpha])
+
+    (vb, gb), (vd, gd) = run(True), run(False)
+    assert float(abs(vb - vd) / abs(vd)) < 1e-10
+    for a, b in zip(gb, gd):
+        assert rel(a, b) < 1e-8

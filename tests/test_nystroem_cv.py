@@ -1,0 +1,126 @@
+"""NystroemKernelRidgeCV (kernel, alpha and centres learned from blocked GCV / hold-out objectives)
+and SparseGPRegressor learning through the blocked statistics at budgets that refused it before."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from sklearn.model_selection import GridSearchCV
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+
+import mercer
+from mercer import io, sources
+from mercer.kernels import RBF
+from mercer.models.ridge import NystroemKernelRidge, NystroemKernelRidgeCV
+
+
+@pytest.fixture(scope="module")
+def data():
+    rng = np.random.RandomState(0)
+    X = rng.randn(400, 5)
+    f = lambda A: np.sin(2 * A[:, 0]) + np.cos(2 * A[:, 1]) + 3.0  # noqa: E731
+    y = f(X) + 0.1 * rng.randn(400)
+    Xs = rng.randn(300, 5)
+    X.flags.writeable = False
+    y.flags.writeable = False
+    return X, y, Xs, f(Xs)
+
+
+def rmse(a, b):
+    return float(np.sqrt(np.mean((np.asarray(a) - b) ** 2)))
+
+
+@pytest.mark.parametrize("objective", ["gcv", pytest.param("holdout", marks=pytest.mark.slow)])
+def test_learns_which_features_matter_and_beats_the_default(data, objective):
+    X, y, Xs, ys = data
+    model = NystroemKernelRidgeCV(kernel=RBF(gamma=[0.2] * 5), n_centers=30, objective=objective, max_iter=25,
+                                  dtype="float64", random_state=0).fit(X, y)
+    gamma = np.asarray(model.kernel_.gamma)
+    assert gamma[:2].min() > 10 * gamma[2:].max()
+    default = NystroemKernelRidge(n_centers=30, random_state=0, dtype="float64").fit(X, y)
+    assert rmse(model.predict(Xs), ys) < 0.5 * rmse(default.predict(Xs), ys)
+    assert model.objective_path_.size == model.n_evals_
+    assert model.cv_error_ == pytest.approx(np.nanmin(model.objective_path_))
+    assert model.cv_error_ < model.objective_path_[0]
+
+
+def test_without_optimizer_it_is_the_nystroem_ridge_with_the_same_centres(data):
+    X, y, Xs, _ = data
+    cv = NystroemKernelRidgeCV(alpha=0.3, gamma=0.5, n_centers=40, optimizer=None, dtype="float64",
+                               random_state=0).fit(X, y)
+    ref = NystroemKernelRidge(alpha=0.3, gamma=0.5, n_centers=40, dtype="float64", random_state=0).fit(X, y)
+    assert torch.equal(cv.centers_.cpu(), ref.centers_.cpu().to(torch.float64))
+    np.testing.assert_allclose(cv.predict(Xs), ref.predict(Xs), rtol=1e-10, atol=1e-10)
+    assert cv.alpha_ == 0.3 and cv.n_evals_ == 1
+
+
+def test_gcv_of_the_learned_model_is_that_of_its_residuals(data):
+    """The GCV the optimiser saw equals the one of the final model's training residuals."""
+    X, y, _, _ = data
+    model = NystroemKernelRidgeCV(n_centers=40, max_iter=10, dtype="float64", solver="direct",
+                                  random_state=0).fit(X, y)
+    est = model.estimator_
+    K = est.kernel_(torch.as_tensor(X), est.centers_.to(torch.float64))
+    Kc = K - K.mean(0)
+    H = Kc.T @ Kc + model.alpha_ * est.kernel_(est.centers_.to(torch.float64))
+    df = float(torch.trace(torch.linalg.solve(H, Kc.T @ Kc))) + 1.0
+    rss = np.sum((y - model.predict(X)) ** 2)
+    assert model.cv_error_ == pytest.approx((rss / len(y)) / (1 - df / len(y)) ** 2, rel=1e-6)
+
+
+def test_streamed_from_disk_learns_the_same(data, tmp_path):
+    X, y, _, _ = data
+    np.save(tmp_path / "x.npy", X)
+    kw = dict(kernel=RBF(gamma=[0.2] * 5), n_centers=30, max_iter=8, dtype="float64", random_state=0,
+              memory_budget=2**20)
+    mem = NystroemKernelRidgeCV(**kw).fit(X, y)
+    disk = NystroemKernelRidgeCV(**kw).fit(sources.as_source(str(tmp_path / "x.npy")), y)
+    np.testing.assert_allclose(disk.theta_, mem.theta_, rtol=1e-6, atol=1e-8)
+
+
+@pytest.mark.slow
+def test_learning_the_centres_lowers_the_objective(data):
+    X, y, _, _ = data
+    kw = dict(n_centers=10, max_iter=30, dtype="float64", random_state=0)
+    fixed = NystroemKernelRidgeCV(**kw).fit(X, y)
+    moved = NystroemKernelRidgeCV(learn_centers=True, **kw).fit(X, y)
+    assert moved.cv_error_ < fixed.cv_error_
+    assert not np.allclose(moved.centers_.cpu().numpy(), fixed.centers_.cpu().numpy())
+    assert np.allclose(moved.estimator_.centers_.cpu().numpy(), moved.centers_.cpu().numpy())
+
+
+def test_in_a_pipeline_and_a_grid_search_and_saved(data, tmp_path):
+    X, y, Xs, _ = data
+    pipe = make_pipeline(StandardScaler(), NystroemKernelRidgeCV(max_iter=3, dtype="float64", random_state=0))
+    search = GridSearchCV(pipe, {"nystroemkernelridgecv__n_centers": [10, 20]}, cv=2).fit(X, y)
+    assert search.best_params_["nystroemkernelridgecv__n_centers"] in (10, 20)
+    model = mercer.NystroemKernelRidgeCV(n_centers=20, max_iter=5, random_state=0).fit(X, y)
+    io.save(model, tmp_path / "m.zip")
+    back = io.load(tmp_path / "m.zip")
+    np.testing.assert_array_equal(back.predict(Xs), model.predict(Xs))
+    assert back.alpha_ == model.alpha_ and repr(back.kernel_) == repr(model.kernel_)
+
+
+def test_bad_parameters_are_named(data):
+    X, y, _, _ = data
+    for params, match in [(dict(objective="loo"), "'objective' parameter"),
+                          (dict(validation_fraction=1.5), "'validation_fraction' parameter"),
+                          (dict(alpha_bounds=(1, 0.1)), "'alpha_bounds' parameter"),
+                          (dict(learn_centers="yes"), "'learn_centers' parameter")]:
+        with pytest.raises(ValueError, match=match):
+            NystroemKernelRidgeCV(**params).fit(X, y)
+    with pytest.raises(ValueError, match="validation_fraction=0.01 leaves no validation rows"):
+        NystroemKernelRidgeCV(objective="holdout", validation_fraction=0.01, n_centers=5).fit(X[:20], y[:20])
+
+
+def test_sparse_gp_learns_within_a_budget_smaller_than_its_n_by_m_matrices(data):
+    """Learning held four n x M matrices (here 4 x 400 x 20 x 8 bytes = 250 KiB) and was refused
+    under a smaller budget; the blocked statistics need O(block + M^2)."""
+    X, y, Xs, ys = data
+    kw = dict(n_inducing=20, kernel=RBF(gamma=[0.2] * 5), max_iter=8, random_state=0)
+    small = mercer.SparseGPRegressor(memory_budget=120_000, **kw).fit(X, y)
+    big = mercer.SparseGPRegressor(**kw).fit(X, y)
+    np.testing.assert_allclose(small.theta_, big.theta_, rtol=1e-5, atol=1e-7)
+    assert rmse(small.predict(Xs), ys) < 0.5
