@@ -95,7 +95,12 @@ SUITES = {
     "kernel_approximation": Suite("tests/test_kernel_approximation.py", {
         "sklearn.kernel_approximation.Nystroem": "mercer.approx.Nystroem",
         "sklearn.kernel_approximation.RBFSampler": "mercer.approx.RandomFourierFeatures"}),
-    "svm": Suite("svm/tests/test_svm.py", {"sklearn.svm.SVC": "mercer.KernelSVC"}),
+    "svm": Suite("svm/tests/test_svm.py", {"sklearn.svm.SVC": "mercer.KernelSVC", "sklearn.svm.SVR": "mercer.KernelSVR",
+                                           "sklearn.svm.NuSVC": "mercer.NuSVC", "sklearn.svm.NuSVR": "mercer.NuSVR",
+                                           "sklearn.svm.OneClassSVM": "mercer.OneClassSVM"}),
+    "svm_sparse": Suite("svm/tests/test_sparse.py", {  # the SVR/nu/one-class cases (SVC's: sparse input, issue 29)
+        "sklearn.svm.SVR": "mercer.KernelSVR", "sklearn.svm.NuSVC": "mercer.NuSVC", "sklearn.svm.NuSVR": "mercer.NuSVR",
+        "sklearn.svm.OneClassSVM": "mercer.OneClassSVM"}),
     "gpr": Suite("gaussian_process/tests/test_gpr.py", {
         "sklearn.gaussian_process.GaussianProcessRegressor": "mercer.GaussianProcessRegressor"}),
     "k_means": Suite("cluster/tests/test_k_means.py", {"sklearn.cluster.KMeans": "mercer.KMeans"}),

@@ -479,8 +479,8 @@ class NuSVC(KernelSVC):
         """``C_i = sample_weight_i`` (0 where <= 0); ``class_weight_`` is set as scikit-learn's but,
         as in LIBSVM's nu-SVC, does not enter the bounds. Raises scikit-learn's "specified nu is
         infeasible" for a pair of classes whose weighted counts cannot hold ``nu``."""
-        super()._box_constraints(X, yi, sw)  # input checks, class_weight_
         w = np.ones(len(yi)) if sw is None else sw
+        # LIBSVM checks nu on the weighted counts (weights <= 0 included) before anything else
         counts = np.bincount(yi, weights=w, minlength=len(self.classes_))
         nu = float(self.nu)
         for i in range(len(counts)):
@@ -490,6 +490,7 @@ class NuSVC(KernelSVC):
                                      f"nu * (n_i + n_j) / 2 <= min(n_i, n_j) for every pair of classes; classes "
                                      f"{self.classes_[i]!r} and {self.classes_[j]!r} have (weighted) counts "
                                      f"{counts[i]:g} and {counts[j]:g}.")
+        super()._box_constraints(X, yi, sw)  # input checks, class_weight_
         return np.where(w > 0, w, 0.0)
 
     def _solve_dual(self, Xt, idx, ybin, Cb):
