@@ -13,10 +13,18 @@ Part 2 — a table on digits (and Fashion-MNIST when installed): accuracy, fit t
 exact SVC, the reduced-set SVC (K = 10%, 5%, 1% of the support vectors), the budget-trained SVC
 and linear SVMs on Nyström / random Fourier features.
 
+Part 3 — the rest of the family against scikit-learn on real data (``--family``): KernelSVR, NuSVR
+and OneClassSVM (the features only) on the UCI set ``kin40k`` (d = 8, ``../shared/data``; standardised
+inputs and target), NuSVC on the same set classified by the target's median, at n = 5k and 20k
+(``--family-sizes``); warm fit times (best of ``--family-repeat`` fits after one untimed fit, in this
+process, mercer and LIBSVM alternately), their ratio, support vectors and the largest difference of
+the decision values.
+
 Run::
 
     .venv/bin/python benchmarks/suites/svm.py            # n = 5k, 10k, 20k (~10 min on 2 busy cores)
     .venv/bin/python benchmarks/suites/svm.py --quick    # n = 2k; Fashion-MNIST 2k; short budget training
+    .venv/bin/python benchmarks/suites/svm.py --family --skip-exact --skip-table   # part 3 only
 
 Fashion-MNIST: ``--fashion-mnist-dir`` / ``$MERCER_FASHION_MNIST_DIR`` (else the Debian package; absent:
 its rows are skipped). Results: ``benchmarks/results/svm/latest.{json,md}`` with the parts ``exact``
@@ -181,6 +189,63 @@ def part2(quick: bool, refs=("sklearn",)) -> tuple[list[dict], list[str]]:
     return rows, notes
 
 
+FAMILY_SIZES = [5000, 20000]
+
+
+def _kin40k(n: int):
+    from sklearn.preprocessing import StandardScaler
+
+    from mercer.datasets import load_uci
+
+    root = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "..", "shared",
+                        "data", "uci")
+    X, y, _, _ = load_uci("kin40k", root)
+    X, y = StandardScaler().fit_transform(X[:n]), y[:n]
+    return X, (y - y.mean()) / y.std()
+
+
+def part3(sizes, repeat: int) -> list[dict]:
+    """Warm fits of the family's classes and scikit-learn's, alternately in this process."""
+    from sklearn import svm
+
+    from mercer.models.svm import KernelSVR, NuSVC, NuSVR, OneClassSVM
+
+    pairs = [("SVR", KernelSVR, svm.SVR, {"C": 1.0, "epsilon": 0.1}, "reg"),
+             ("NuSVR", NuSVR, svm.NuSVR, {"nu": 0.5}, "reg"),
+             ("NuSVC", NuSVC, svm.NuSVC, {"nu": 0.5}, "clf"),
+             ("OneClassSVM", OneClassSVM, svm.OneClassSVM, {"nu": 0.1}, "x")]
+    rows = []
+    for n in sizes:
+        X, y = _kin40k(n)
+        targets = {"reg": y, "clf": (y > np.median(y)).astype(int), "x": None}
+        for name, ours, ref, params, kind in pairs:
+            t = targets[kind]
+            fits = {}
+
+            def fit(cls, fits=fits, t=t, params=params):
+                fits[cls] = cls(**params).fit(X) if t is None else cls(**params).fit(X, t)
+
+            for cls in (ours, ref):  # warm-up: numba's compiled loop loaded, caches and pages touched
+                fit(cls)
+            times = {ours: [], ref: []}
+            for _ in range(repeat):
+                for cls in (ours, ref):
+                    with Timer() as tm:
+                        fit(cls)
+                    times[cls].append(tm.seconds)
+            a, b = fits[ours], fits[ref]
+            method = "predict" if kind == "reg" else "decision_function"
+            diff = float(np.abs(np.asarray(getattr(a, method)(X)) - np.asarray(getattr(b, method)(X))).max())
+            rows.append(dict(model=name, data="kin40k" + (" by median" if kind == "clf" else ""), n=n,
+                             mercer_fit_s=round(min(times[ours]), 3), libsvm_fit_s=round(min(times[ref]), 3),
+                             fit_ratio=round(min(times[ours]) / min(times[ref]), 3),
+                             n_sv=int(len(a.support_)), libsvm_n_sv=int(len(b.support_)),
+                             same_support=bool(np.array_equal(np.sort(a.support_), np.sort(b.support_))),
+                             max_decision_diff=float(f"{diff:.2e}")))
+            print(rows[-1], flush=True)
+    return rows
+
+
 def main(argv=None) -> None:
     p = suite_parser("svm", __doc__.split("\n\n")[0], refs=("sklearn",), data=("fashion",),
                      quick="n = 2k; Fashion-MNIST 2k; short budget training")
@@ -191,6 +256,10 @@ def main(argv=None) -> None:
     p.add_argument("--skip-table", action="store_true")
     p.add_argument("--skip-exact", action="store_true")
     p.add_argument("--mercer-only", action="store_true", help="skip LIBSVM (its columns are NaN); = --refs none")
+    p.add_argument("--family", action="store_true",
+                   help="part 3: KernelSVR, NuSVR, NuSVC, OneClassSVM vs scikit-learn on UCI kin40k (../shared/data)")
+    p.add_argument("--family-sizes", type=int, nargs="*", default=None, help="part 3 sizes (default 5k 20k)")
+    p.add_argument("--family-repeat", type=int, default=2, help="part 3: timed warm fits per model (best kept)")
     args = parse_suite_args(p, argv)
     args.mercer_only = args.mercer_only or "sklearn" not in args.refs
     sizes = args.sizes if args.sizes is not None else ([2000] if args.quick else SIZES)
@@ -223,7 +292,22 @@ def main(argv=None) -> None:
               + markdown_table(rows2) + "\n\n" + "\n".join(f"- {n}" for n in notes2) + "\n")
         parts["models"] = dict(out, command=command_line(), markdown=md)
         print(md, flush=True)
-    ordered = {k: parts[k] for k in ("exact", "models") if k in parts}
+    if args.family:
+        out = dict(head, load_start=load_average(), loadavg_start=os.getloadavg())
+        fsizes = args.family_sizes if args.family_sizes is not None else ([2000] if args.quick else FAMILY_SIZES)
+        try:
+            rows3 = part3(fsizes, args.family_repeat)
+        except FileNotFoundError as exc:
+            rows3 = []
+            print(f"skipped: part 3 ({exc}); it needs ../shared/data/uci/kin40k", file=sys.stderr)
+        out.update(table=rows3, load_end=load_average(), loadavg_end=os.getloadavg())
+        md = (f"## SVR, NuSVR, NuSVC, OneClassSVM vs scikit-learn (LIBSVM), warm fits\n\nCommand: `{command_line()}`"
+              f"\n\n{out['machine']}\n\nload at start {out['load_start']}, at end {out['load_end']} (a loaded "
+              "machine: compare the ratios, measured in one run)\n\nfit_ratio = mercer / LIBSVM, best of "
+              f"{args.family_repeat} warm fits each, alternately in one process\n\n" + markdown_table(rows3) + "\n")
+        parts["family"] = dict(out, command=command_line(), markdown=md)
+        print(md, flush=True)
+    ordered = {k: parts[k] for k in ("exact", "models", "family") if k in parts}
     write_results(args, {"parts": ordered}, "\n".join(v.get("markdown", "") for v in ordered.values()),
                   title="Kernel SVMs: mercer vs LIBSVM (scikit-learn)")
 
