@@ -231,10 +231,11 @@ class _GPBase(MultiOutputMixin, RegressorMixin, KernelEstimatorMixin, BaseEstima
         var = self._finish(_clip_negative(var, type(self).__name__), X, var=True)
         return self._finish(mean, X), (np.sqrt(var) if isinstance(var, np.ndarray) else torch.sqrt(var))
 
-    def _rows_per_block(self, n: int, n_cols: int, factor: float, what: str) -> int:
-        """Rows of a block over ``n`` points that holds ``factor`` kernel rows of ``n_cols`` entries per point."""
+    def _rows_per_block(self, n: int, n_cols: int, factor: float, what: str, *, capped: bool = False) -> int:
+        """Rows of a block over ``n`` points that holds ``factor`` kernel rows of ``n_cols`` entries per point
+        (``capped``: at most the planner's largest tile, so that a pass over any n holds the same memory)."""
         return plan_rows(n, factor * n_cols * torch.finfo(self._dtype).bits / 8, budget=self._budget,
-                         max_bytes=None, what=f"{type(self).__name__}: {what}")
+                         **({} if capped else {"max_bytes": None}), what=f"{type(self).__name__}: {what}")
 
     def sample_y(self, X, n_samples: int = 1, random_state=0):
         """Draw samples from the posterior predictive of ``f`` at ``X``, as scikit-learn does

@@ -220,7 +220,7 @@ class SparseGPRegressor(_GPBase):
         Ay = torch.zeros(m, t, dtype=Xt.dtype, device=Xt.device)
         kdiag = 0.0
         # a block holds its kernel columns against Z and two working copies
-        rows = self._rows_per_block(n, m, 3.0, "a block of the posterior")
+        rows = self._rows_per_block(n, m, 3.0, "a block of the posterior", capped=True)
         for rs in row_blocks(n, rows, desc="SGPR posterior"):
             A = torch.linalg.solve_triangular(L, self.kernel_(Z, Xt[rs]), upper=False)
             AAT.addmm_(A, A.T)
@@ -245,7 +245,7 @@ class SparseGPRegressor(_GPBase):
         Xs = self._tensor(Xv)
         Z, m = self.inducing_points_, self.inducing_points_.shape[0]
         means, variances = [], []
-        rows = self._rows_per_block(Xs.shape[0], m, 3.0, "a block of predictions")
+        rows = self._rows_per_block(Xs.shape[0], m, 3.0, "a block of predictions", capped=True)
         for rs in row_blocks(Xs.shape[0], rows, desc="SGPR prediction"):
             tmp1 = torch.linalg.solve_triangular(self._L, self.kernel_(Z, Xs[rs]), upper=False)
             tmp2 = torch.linalg.solve_triangular(self._LB, tmp1, upper=False)
