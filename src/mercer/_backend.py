@@ -5,11 +5,11 @@ from __future__ import annotations
 import numbers
 
 import numpy as np
-import scipy.sparse as sp
 import torch
 from sklearn.utils import check_random_state as _sk_check_random_state
 
 from ._config import get_config
+from ._sparse import SparseRows, as_sparse_rows, is_sparse_input
 from ._threads import num_threads, serial_if_small  # the thread policy lives in _threads
 
 __all__ = [
@@ -65,17 +65,19 @@ def resolve_dtype(dtype=None, X=None) -> torch.dtype:
     return _DTYPES[key]
 
 
-def to_tensor(X, *, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
-    """Return a tensor holding ``X`` (never a view that could write to the user's array).
+def to_tensor(X, *, dtype: torch.dtype, device: torch.device) -> torch.Tensor | SparseRows:
+    """Return a tensor holding ``X`` (never a view that could write to the user's array); sparse
+    input (scipy, torch sparse) becomes :class:`~mercer._sparse.SparseRows`, never dense.
 
     A torch input is data, not a parameter: it is detached from any autograd graph (a tensor
     with ``requires_grad=True`` is accepted, and nothing mercer computes from it records a graph)
     and copied, so the user's tensor is never modified and never pinned by a fitted model.
     """
+    if is_sparse_input(X):
+        rows = as_sparse_rows(X, dtype=dtype, device=device)  # a copy, unless X is SparseRows already
+        return rows.clone() if rows is X else rows
     if isinstance(X, torch.Tensor):
         return X.detach().to(device=device, dtype=dtype, copy=True)
-    if sp.issparse(X):
-        X = X.toarray()
     arr = np.asarray(X)
     if not arr.flags.writeable or not arr.flags.c_contiguous or arr.dtype != np.dtype(str(dtype)[6:]):
         arr = np.array(arr, dtype=str(dtype)[6:], order="C")
@@ -85,8 +87,10 @@ def to_tensor(X, *, dtype: torch.dtype, device: torch.device) -> torch.Tensor:
 
 
 def row_sq_norms(X: torch.Tensor) -> torch.Tensor:
-    """``|x|^2`` of every row, shape (n,), without an (n, d) temporary: ``(X * X).sum(1)`` writes
+    """Sparse rows: their own :meth:`~mercer._sparse.SparseRows.row_sq_norms`. Dense: ``|x|^2`` of every row, shape (n,), without an (n, d) temporary: ``(X * X).sum(1)`` writes
     one, and fresh memory is slow to touch on these VMs (20k x 784 float64: 120 ms vs 11 ms)."""
+    if isinstance(X, SparseRows):
+        return X.row_sq_norms()
     return torch.linalg.vector_norm(X, dim=1).square()
 
 

@@ -65,6 +65,7 @@ import zipfile
 import zlib
 
 import numpy as np
+import scipy.sparse as sp
 import sklearn
 import torch
 from sklearn.utils.validation import check_is_fitted
@@ -72,6 +73,7 @@ from sklearn.utils.validation import check_is_fitted
 from . import __version__, kernels, models
 from ._backend import resolve_device
 from ._config import get_config
+from ._sparse import SparseRows, as_sparse_rows
 
 __all__ = ["FORMAT_VERSION", "kernel_from_dict", "kernel_to_dict", "load", "save", "loadable_estimators",
            "loadable_sklearn_classes"]
@@ -342,6 +344,14 @@ class _Encoder:
             return _float(v)
         if isinstance(v, torch.Tensor):
             return self._tensor(v, where)
+        if isinstance(v, SparseRows):  # sparse centres / support vectors: their three arrays
+            c = v.compact().cpu()
+            return {"__sparse_rows__": [self._store(c.indptr.numpy()), self._store(c.indices.numpy()),
+                                        self._store(c.data.numpy())], "n_features": int(v.shape[1])}
+        if sp.issparse(v):
+            c = sp.csr_matrix(v)
+            return {"__csr__": [self._store(c.indptr), self._store(c.indices), self._store(c.data)],
+                    "n_features": int(c.shape[1])}
         if isinstance(v, np.ndarray):
             if v.dtype.hasobject:
                 return {"__objects__": [self(x, where) for x in v.ravel().tolist()], "shape": list(v.shape)}
@@ -402,6 +412,27 @@ class _Decoder:
         t = torch.empty_strided(tuple(src.shape), tuple(strides), dtype=src.dtype, device=self.device).copy_(src)
         return t.requires_grad_(True) if v.get("requires_grad") else t
 
+    def _sparse(self, v: dict):
+        """Sparse rows (or a scipy CSR matrix) from their three arrays, checked as scipy checks a
+        CSR matrix (row pointers, column indices in range), so a malformed file cannot index
+        outside its arrays."""
+        key = "__sparse_rows__" if "__sparse_rows__" in v else "__csr__"
+        parts, d = v.get(key), v.get("n_features")
+        if set(v) != {key, "n_features"} or not isinstance(parts, list) or len(parts) != 3 or type(d) is not int:
+            raise ValueError(f"unrecognised value in model file: {str(v)[:80]}")
+        indptr, indices, data = (self._array(p) for p in parts)
+        if indptr.ndim != 1 or indptr.dtype.kind not in "iu" or indices.dtype.kind not in "iu" or \
+                data.dtype not in (np.float32, np.float64):
+            raise ValueError("model file: malformed sparse rows.")
+        try:
+            csr = sp.csr_matrix((data, indices, indptr), shape=(indptr.shape[0] - 1, d))
+            csr.check_format(full_check=True)
+        except ValueError as exc:
+            raise ValueError(f"model file: malformed sparse rows ({exc}).") from exc
+        if key == "__csr__":
+            return csr
+        return as_sparse_rows(csr, device=self.device)
+
     def _estimator(self, v: dict):
         name = v["__estimator__"]
         keys = {"__estimator__", "params", "state"} | ({"derived"} if self.version == 1 else set())
@@ -421,6 +452,8 @@ class _Decoder:
             return v
         if isinstance(v, list):
             return [self(x) for x in v]
+        if isinstance(v, dict) and ("__sparse_rows__" in v or "__csr__" in v):
+            return self._sparse(v)
         if not isinstance(v, dict) or len([k for k in v if k.startswith("__")]) != 1:
             raise ValueError(f"unrecognised value in model file: {str(v)[:80]}")
         if "__float__" in v:

@@ -49,23 +49,26 @@ import numbers
 from collections.abc import Iterable
 
 import numpy as np
-import scipy.sparse as sp
 import torch
 
+from .._sparse import SparseRows, as_sparse_rows, is_sparse, is_sparse_input
 from ._distances import DistanceCache
 from ._params import Param, non_negative, positive
 
-__all__ = ["Kernel", "Sum", "Product", "Scaled", "Constant", "KERNELS"]
+__all__ = ["Kernel", "Sum", "Product", "Scaled", "Constant", "KERNELS", "inner_products", "paired_inner"]
 
 #: Kernel classes by shorthand (``"rbf"``), filled from the classes' ``SHORTHANDS`` as they are created.
 KERNELS: dict[str, type] = {}
 
 
-def _as_tensor(X, like: torch.Tensor | None = None) -> torch.Tensor:
-    """Tensors pass through; anything else is copied (float32 stays float32, the rest float64)."""
+def _as_tensor(X, like: torch.Tensor | None = None) -> torch.Tensor | SparseRows:
+    """Tensors pass through; sparse input becomes :class:`~mercer._sparse.SparseRows` (never
+    dense); anything else is copied (float32 stays float32, the rest float64)."""
+    if is_sparse_input(X):
+        if like is None:
+            return as_sparse_rows(X)
+        return as_sparse_rows(X, dtype=like.dtype, device=like.device)
     if not isinstance(X, torch.Tensor):
-        if sp.issparse(X):
-            X = X.toarray()
         arr = np.asarray(X)
         dtype = np.float32 if arr.dtype == np.float32 else np.float64
         try:
@@ -77,6 +80,32 @@ def _as_tensor(X, like: torch.Tensor | None = None) -> torch.Tensor:
     if X.ndim != 2:
         raise ValueError(f"kernel inputs must be 2-D (n_samples, n_features); got ndim = {X.ndim}.")
     return X
+
+
+def _sparse_pair(X1, X2):
+    """Sparse rows against dense ones: both as sparse rows (a kernel on sparse rows computes on
+    two sparse blocks; the dense side is the smaller one: centres, a test batch)."""
+    if is_sparse(X1) != is_sparse(X2):
+        if is_sparse(X1):
+            X2 = as_sparse_rows(X2, dtype=X1.dtype, device=X1.device)
+        else:
+            X1 = as_sparse_rows(X1, dtype=X2.dtype, device=X2.device)
+    return X1, X2
+
+
+def inner_products(X1, X2) -> torch.Tensor:
+    """``X1 @ X2.T`` for dense or sparse rows (a dense block)."""
+    return X1.dot_block(X2) if is_sparse(X1) else X1 @ X2.T
+
+
+def paired_inner(X1, X2) -> torch.Tensor:
+    """``<X1[i], X2[i]>`` for every row, for dense or sparse rows."""
+    return X1.paired(X2, "dot") if is_sparse(X1) else (X1 * X2).sum(dim=1)
+
+
+#: The kernels that take sparse rows, named in the error of those that do not.
+SPARSE_KERNELS = ("linear", "poly", "sigmoid", "cosine", "rbf", "laplacian", "matern", "rational_quadratic",
+                  "exp_sine_squared", "chi2", "additive_chi2", "intersection", "histogram_intersection")
 
 
 def _take(X: torch.Tensor, s: slice) -> torch.Tensor:
@@ -103,6 +132,10 @@ class Kernel:
     #: True when autograd differentiates a block in its inputs (learnable inducing points, the
     #: reduced-set and budget SVMs); False where the value is not a smooth function of them.
     differentiable_inputs: bool = False
+    #: True when ``_pairwise`` / ``_paired`` take :class:`~mercer._sparse.SparseRows` (sparse data).
+    sparse_rows: bool = False
+    #: Why a kernel does not take sparse rows (said in its error), when there is more to say.
+    _sparse_refusal: str = "it has no formula on sparse rows"
     #: The hyperparameters, declared once (see the module docstring and :class:`Param`).
     PARAMS: tuple = ()
     #: Names :func:`mercer.kernels.resolve_kernel` knows the class by (``"rbf"``), if any.
@@ -133,18 +166,40 @@ class Kernel:
         else:
             X1 = _as_tensor(X1)
             X2 = X1 if X2 is None else _as_tensor(X2, like=X1)
+        if is_sparse(X1) or is_sparse(X2):
+            self.check_sparse()
+            X1, X2 = _sparse_pair(X1, X2)
         self._check_pair(X1, X2)
         return self._pairwise(X1, X2)
 
     def diag(self, X) -> torch.Tensor:
         """Diagonal ``k(X[i], X[i])`` of ``K(X, X)`` without forming the matrix, shape ``(n,)``."""
         X = _as_tensor(X)
+        if is_sparse(X):
+            self.check_sparse()
         self._check_pair(X, X)
         return self._paired(X, X)
 
     def block(self, X: torch.Tensor, Z: torch.Tensor, rows: slice, cols: slice) -> torch.Tensor:
         """One tile ``K(X[rows], Z[cols])`` of a larger kernel matrix (used by the block engine)."""
+        if is_sparse(X) or is_sparse(Z):
+            self.check_sparse()
+            X, Z = _sparse_pair(_take(X, rows), _take(Z, cols))
+            return self._pairwise(X, Z)
         return self._pairwise(_take(X, rows), _take(Z, cols))
+
+    def check_sparse(self) -> None:
+        """Raise ``TypeError`` naming this kernel and what to use unless it takes sparse rows."""
+        if not self.sparse_rows:
+            raise TypeError(
+                f"{self!r} cannot take sparse input (scipy.sparse or torch sparse rows): "
+                f"{self._sparse_refusal_of()}. Use a kernel that computes on sparse rows "
+                f"({', '.join(SPARSE_KERNELS)}, their sums, products and scalings), or pass dense "
+                "data (X.toarray()) if n_samples x n_features values fit in memory.")
+
+    def _sparse_refusal_of(self) -> str:
+        """The reason of the first part (of a composite) that refuses sparse rows."""
+        return self._sparse_refusal
 
     def scratch(self, n_features: int) -> float:
         """Extra working memory of ``_pairwise``, in multiples of the output block."""
@@ -407,6 +462,7 @@ class Constant(Kernel):
 
     is_stationary = True  # a constant is (trivially) a function of x - y
     differentiable_inputs = True
+    sparse_rows = True
     PARAMS = (Param("value", 1.0, non_negative, learn="length", sklearn="constant_value"),)
 
     def scratch(self, n_features: int) -> float:
@@ -456,6 +512,14 @@ class _Composite(Kernel):
     @property
     def differentiable_inputs(self) -> bool:  # type: ignore[override]
         return all(k.differentiable_inputs for k in self.kernels)
+
+    @property
+    def sparse_rows(self) -> bool:  # type: ignore[override]
+        return all(k.sparse_rows for k in self.kernels)
+
+    def _sparse_refusal_of(self) -> str:
+        part = next((k for k in self.kernels if not k.sparse_rows), None)
+        return self._sparse_refusal if part is None else f"its part {part!r} cannot ({part._sparse_refusal_of()})"
 
     def scratch(self, n_features: int) -> float:
         return 1.0 + max(k.scratch(n_features) for k in self.kernels)
@@ -564,6 +628,13 @@ class Scaled(Kernel):
     def differentiable_inputs(self) -> bool:  # type: ignore[override]
         return self.kernel.differentiable_inputs
 
+    @property
+    def sparse_rows(self) -> bool:  # type: ignore[override]
+        return self.kernel.sparse_rows
+
+    def _sparse_refusal_of(self) -> str:
+        return self.kernel._sparse_refusal_of()
+
     def scratch(self, n_features: int) -> float:
         return self.kernel.scratch(n_features)
 
@@ -572,6 +643,8 @@ class Scaled(Kernel):
         return self.kernel.sample_frequencies(*args, **kwargs)
 
     def block(self, X, Z, rows, cols):
+        if is_sparse(X) or is_sparse(Z):
+            self.check_sparse()
         return self._scale(self.kernel.block(X, Z, rows, cols))
 
     def _scale(self, out: torch.Tensor) -> torch.Tensor:

@@ -11,6 +11,7 @@ import numbers
 import numpy as np
 import torch
 
+from .._sparse import is_sparse
 from ._base import Kernel, a_kernel
 from ._params import Param
 
@@ -68,6 +69,13 @@ class Columns(Kernel):
     def differentiable_inputs(self) -> bool:  # type: ignore[override]
         return self.kernel.differentiable_inputs
 
+    @property
+    def sparse_rows(self) -> bool:  # type: ignore[override]
+        return self.kernel.sparse_rows
+
+    def _sparse_refusal_of(self) -> str:
+        return self.kernel._sparse_refusal_of()
+
     def _part_features(self, n_features: int) -> int:
         return len(self.columns)
 
@@ -79,7 +87,7 @@ class Columns(Kernel):
         index = self.__dict__.get("_index")  # a memo, not a parameter
         if index is None or index.device != X.device:
             index = self._index = torch.as_tensor(self.columns, dtype=torch.long, device=X.device)
-        return X.index_select(1, index)
+        return X.select_columns(index) if is_sparse(X) else X.index_select(1, index)
 
     def _check_pair(self, X1, X2):
         super()._check_pair(X1, X2)

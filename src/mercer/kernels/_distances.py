@@ -24,19 +24,27 @@ from __future__ import annotations
 
 import torch
 
+from .._sparse import is_sparse
+
 __all__ = ["DistanceCache", "exact_distances", "exact_sq_distances", "l1_distances"]
 
 
 def exact_distances(X1: torch.Tensor, X2: torch.Tensor) -> torch.Tensor:
-    """Euclidean distances from exact differences."""
+    """Euclidean distances from exact differences (sparse rows: a merge of their supports)."""
+    if is_sparse(X1):
+        return X1.merge_block(X2, "sq").sqrt_()
     return torch.cdist(X1, X2, p=2.0, compute_mode="donot_use_mm_for_euclid_dist")
 
 
 def exact_sq_distances(X1: torch.Tensor, X2: torch.Tensor) -> torch.Tensor:
+    if is_sparse(X1):
+        return X1.merge_block(X2, "sq")
     return exact_distances(X1, X2).square_()
 
 
 def l1_distances(X1: torch.Tensor, X2: torch.Tensor) -> torch.Tensor:
+    if is_sparse(X1):
+        return X1.merge_block(X2, "l1")
     return torch.cdist(X1, X2, p=1.0)
 
 

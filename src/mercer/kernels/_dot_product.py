@@ -8,7 +8,7 @@ import numbers
 import torch
 
 from .._validation import Interval, check_param
-from ._base import Kernel
+from ._base import Kernel, inner_products, paired_inner
 from ._params import Param, non_negative, optional_positive, real, resolved_gamma
 
 __all__ = ["Linear", "Polynomial", "Quadratic", "Sigmoid"]
@@ -21,16 +21,17 @@ class Linear(Kernel):
     """
 
     differentiable_inputs = True
+    sparse_rows = True
     SHORTHANDS = ("linear",)
 
     def scratch(self, n_features: int) -> float:
         return 0.0
 
     def _pairwise(self, X1, X2):
-        return X1 @ X2.T
+        return inner_products(X1, X2)
 
     def _paired(self, X1, X2):
-        return (X1 * X2).sum(dim=1)
+        return paired_inner(X1, X2)
 
 
 def _degree(owner: str, name: str, value):
@@ -59,6 +60,7 @@ class Polynomial(Kernel):
     """
 
     differentiable_inputs = True
+    sparse_rows = True
     SHORTHANDS = ("poly", "polynomial")
     PARAMS = (Param("degree", 3, _degree),
               Param("gamma", None, optional_positive, learn="length"),
@@ -66,11 +68,11 @@ class Polynomial(Kernel):
 
     def _pairwise(self, X1, X2):
         g = resolved_gamma(self.gamma, X1.shape[1])
-        return self._power((X1 @ X2.T).mul_(g).add_(self.coef0))
+        return self._power(inner_products(X1, X2).mul_(g).add_(self.coef0))
 
     def _paired(self, X1, X2):
         g = resolved_gamma(self.gamma, X1.shape[1])
-        return self._power((X1 * X2).sum(dim=1) * g + self.coef0)
+        return self._power(paired_inner(X1, X2) * g + self.coef0)
 
     def _power(self, base: torch.Tensor) -> torch.Tensor:
         """``base ** degree`` in place; a non-integer degree of a negative base is an error (not NaN)."""
@@ -102,13 +104,14 @@ class Sigmoid(Kernel):
     """
 
     differentiable_inputs = True
+    sparse_rows = True
     SHORTHANDS = ("sigmoid",)
     PARAMS = (Param("gamma", None, optional_positive), Param("coef0", 1.0, real))
 
     def _pairwise(self, X1, X2):
         g = resolved_gamma(self.gamma, X1.shape[1])
-        return (X1 @ X2.T).mul_(g).add_(self.coef0).tanh_()
+        return inner_products(X1, X2).mul_(g).add_(self.coef0).tanh_()
 
     def _paired(self, X1, X2):
         g = resolved_gamma(self.gamma, X1.shape[1])
-        return torch.tanh((X1 * X2).sum(dim=1) * g + self.coef0)
+        return torch.tanh(paired_inner(X1, X2) * g + self.coef0)

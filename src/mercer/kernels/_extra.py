@@ -7,7 +7,8 @@ import math
 
 import torch
 
-from ._base import Kernel
+from .._sparse import is_sparse
+from ._base import Kernel, inner_products, paired_inner
 from ._distances import exact_distances
 from ._params import Param, positive
 from ._stationary import squared_distances
@@ -17,7 +18,7 @@ __all__ = ["Cosine", "ExpSineSquared", "RationalQuadratic", "White"]
 
 def _inverse_norms(X: torch.Tensor) -> torch.Tensor:
     """``1 / ||x||`` per row, 0 for a zero row (scikit-learn's ``normalize`` leaves it at 0)."""
-    norms = torch.linalg.vector_norm(X, dim=1)
+    norms = X.row_sq_norms().sqrt() if is_sparse(X) else torch.linalg.vector_norm(X, dim=1)
     return torch.where(norms > 0, 1.0 / norms, torch.zeros_like(norms))
 
 
@@ -29,6 +30,7 @@ class Cosine(Kernel):
     """
 
     differentiable_inputs = True
+    sparse_rows = True
     SHORTHANDS = ("cosine",)
 
     def scratch(self, n_features: int) -> float:
@@ -37,10 +39,10 @@ class Cosine(Kernel):
     def _pairwise(self, X1, X2):
         inv1 = _inverse_norms(X1)
         inv2 = inv1 if X2 is X1 else _inverse_norms(X2)
-        return (X1 @ X2.T).mul_(inv1[:, None]).mul_(inv2[None, :])
+        return inner_products(X1, X2).mul_(inv1[:, None]).mul_(inv2[None, :])
 
     def _paired(self, X1, X2):
-        return (X1 * X2).sum(dim=1) * _inverse_norms(X1) * _inverse_norms(X2)
+        return paired_inner(X1, X2) * _inverse_norms(X1) * _inverse_norms(X2)
 
 
 class RationalQuadratic(Kernel):
@@ -62,6 +64,7 @@ class RationalQuadratic(Kernel):
 
     is_stationary = True
     differentiable_inputs = True
+    sparse_rows = True
     SHORTHANDS = ("rational_quadratic",)
     PARAMS = (Param("length_scale", 1.0, positive, learn="length", sklearn="length_scale"),
               Param("alpha", 1.0, positive, learn="length", sklearn="alpha"))
@@ -78,7 +81,7 @@ class RationalQuadratic(Kernel):
         return (D / (2.0 * self.alpha * self.length_scale**2) + 1.0) ** (-self.alpha)
 
     def _paired(self, X1, X2):
-        d2 = ((X1 - X2) ** 2).sum(dim=1)
+        d2 = X1.paired(X2, "sq") if is_sparse(X1) else ((X1 - X2) ** 2).sum(dim=1)
         return (1.0 + d2 / (2.0 * self.alpha * self.length_scale**2)) ** (-self.alpha)
 
     def sample_frequencies(self, n_features, n_components, *, generator, dtype=torch.float64, device="cpu"):
@@ -109,6 +112,7 @@ class ExpSineSquared(Kernel):
 
     is_stationary = True
     differentiable_inputs = True
+    sparse_rows = True
     SHORTHANDS = ("exp_sine_squared", "periodic")
     PARAMS = (Param("length_scale", 1.0, positive, learn="length", sklearn="length_scale"),
               Param("periodicity", 1.0, positive, learn="length", sklearn="periodicity"))
@@ -126,7 +130,8 @@ class ExpSineSquared(Kernel):
         return self._profile(cache.distances("l2"), shared=True)
 
     def _paired(self, X1, X2):
-        return self._profile(torch.linalg.vector_norm(X1 - X2, dim=1))
+        r = X1.paired(X2, "sq").sqrt_() if is_sparse(X1) else torch.linalg.vector_norm(X1 - X2, dim=1)
+        return self._profile(r)
 
     def sample_frequencies(self, n_features, n_components, *, generator, dtype=torch.float64, device="cpu"):
         """Draw ``(1, n_components)`` frequencies; only defined for one feature."""
@@ -172,12 +177,15 @@ class White(Kernel):
     """
 
     SHORTHANDS = ("white",)
+    _sparse_refusal = "it tells inputs apart by their memory, which sparse rows copied into tiles do not keep"
     PARAMS = (Param("noise_level", 1.0, positive, learn="length", sklearn="noise_level"),)
 
     def scratch(self, n_features: int) -> float:
         return 0.0
 
     def block(self, X, Z, rows, cols):
+        if is_sparse(X) or is_sparse(Z):
+            self.check_sparse()
         n1, n2 = len(range(*rows.indices(X.shape[0]))), len(range(*cols.indices(Z.shape[0])))
         if not _same_memory(X, Z):
             return torch.zeros(n1, n2, dtype=X.dtype, device=X.device)

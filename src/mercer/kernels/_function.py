@@ -69,6 +69,7 @@ class FunctionKernel(Kernel):
 
     #: :func:`mercer.io.kernel_to_dict` refuses kernels that say why they cannot be saved
     _unsaveable = "a kernel defined by a Python function cannot be saved; use a built-in kernel or re-create it"
+    _sparse_refusal = "it calls a Python function on dense blocks of rows"
 
     PARAMS = (Param("function", check=_function), Param("params", None, constrained(dict, None)),
               Param("diagonal", None, constrained("callable", Real, None), keyword_only=True),

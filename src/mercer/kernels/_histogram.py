@@ -8,19 +8,27 @@ from __future__ import annotations
 
 import torch
 
+from .._sparse import is_sparse
 from ._base import Kernel
 from ._params import Param, positive
 
 __all__ = ["AdditiveChi2", "Chi2"]
 
 
+def _has_negative(X) -> bool:
+    return X.min_value() < 0 if is_sparse(X) else bool((X < 0).any())
+
+
 def _check_non_negative(owner: str, X1: torch.Tensor, X2: torch.Tensor) -> None:
-    if bool((X1 < 0).any()) or bool((X2 < 0).any()):
+    if _has_negative(X1) or _has_negative(X2):
         raise ValueError(f"{owner} expects non-negative features (histograms); got negative entries.")
 
 
 def _neg_chi2_distance(X1: torch.Tensor, X2: torch.Tensor) -> torch.Tensor:
-    r""":math:`-\sum_i (x_i - y_i)^2 / (x_i + y_i)` for every pair (terms with ``x_i + y_i = 0`` are 0)."""
+    r""":math:`-\sum_i (x_i - y_i)^2 / (x_i + y_i)` for every pair (terms with ``x_i + y_i = 0`` are 0);
+    sparse rows: a merge over the union of the two supports (the other terms are 0)."""
+    if is_sparse(X1):
+        return X1.merge_block(X2, "chi2").neg_()
     out = torch.zeros(X1.shape[0], X2.shape[0], dtype=X1.dtype, device=X1.device)
     num, den = torch.empty_like(out), torch.empty_like(out)
     tiny = torch.finfo(X1.dtype).tiny  # x_i = y_i = 0: 0 / tiny = 0, as scikit-learn skips the term
@@ -33,12 +41,16 @@ def _neg_chi2_distance(X1: torch.Tensor, X2: torch.Tensor) -> torch.Tensor:
 
 
 def _neg_chi2_paired(X1: torch.Tensor, X2: torch.Tensor) -> torch.Tensor:
+    if is_sparse(X1):
+        return X1.paired(X2, "chi2").neg_()
     den = (X1 + X2).clamp_min_(torch.finfo(X1.dtype).tiny)
     return -((X1 - X2).square_().div_(den)).sum(dim=1)
 
 
 class _HistogramKernel(Kernel):
     """What the chi-squared kernels share: non-negative inputs and two block-sized temporaries."""
+
+    sparse_rows = True
 
     def scratch(self, n_features: int) -> float:
         return 2.0

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import torch
 
+from .._sparse import is_sparse
 from ._base import Kernel
 
 __all__ = ["Precomputed"]
@@ -18,6 +19,7 @@ class Precomputed(Kernel):
     """
 
     is_precomputed = True
+    _sparse_refusal = "its inputs are rows of a dense Gram matrix"
     SHORTHANDS = ("precomputed",)
 
     def scratch(self, n_features: int) -> float:
@@ -35,6 +37,8 @@ class Precomputed(Kernel):
             )
 
     def block(self, X, Z, rows, cols):
+        if is_sparse(X) or is_sparse(Z):
+            self.check_sparse()
         return X[rows, cols].clone()
 
     def _pairwise(self, X1, X2):

@@ -12,7 +12,8 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
-from ._base import Kernel
+from .._sparse import is_sparse
+from ._base import Kernel, inner_products, paired_inner
 
 __all__ = ["Intersection", "HistogramIntersection", "encode_sets"]
 
@@ -55,6 +56,7 @@ class Intersection(Kernel):
     """
 
     SHORTHANDS = ("intersection",)
+    sparse_rows = True
 
     def scratch(self, n_features: int) -> float:
         return 0.0
@@ -62,17 +64,17 @@ class Intersection(Kernel):
     def _check_pair(self, X1, X2):
         super()._check_pair(X1, X2)
         for X in (X1, X2):
-            if not bool(((X == 0) | (X == 1)).all()):
+            if not (X.is_binary() if is_sparse(X) else bool(((X == 0) | (X == 1)).all())):
                 raise ValueError(
                     "Intersection kernel expects 0/1 indicator rows (use mercer.kernels.encode_sets); "
                     "got values other than 0 and 1."
                 )
 
     def _pairwise(self, X1, X2):
-        return X1 @ X2.T
+        return inner_products(X1, X2)
 
     def _paired(self, X1, X2):
-        return (X1 * X2).sum(dim=1)
+        return paired_inner(X1, X2)
 
 
 class HistogramIntersection(Kernel):
@@ -82,16 +84,19 @@ class HistogramIntersection(Kernel):
     """
 
     SHORTHANDS = ("histogram", "histogram_intersection")
+    sparse_rows = True
 
     def scratch(self, n_features: int) -> float:
         return 1.0
 
     def _check_pair(self, X1, X2):
         super()._check_pair(X1, X2)
-        if bool((X1 < 0).any()) or bool((X2 < 0).any()):
+        if any(X.min_value() < 0 if is_sparse(X) else bool((X < 0).any()) for X in (X1, X2)):
             raise ValueError("HistogramIntersection expects non-negative histograms; got negative entries.")
 
     def _pairwise(self, X1, X2):
+        if is_sparse(X1):  # a merge over the union of the supports (min(a, 0) = 0 elsewhere)
+            return X1.merge_block(X2, "min")
         out = torch.zeros(X1.shape[0], X2.shape[0], dtype=X1.dtype, device=X1.device)
         tmp = torch.empty_like(out)
         for j in range(X1.shape[1]):
@@ -100,4 +105,6 @@ class HistogramIntersection(Kernel):
         return out
 
     def _paired(self, X1, X2):
+        if is_sparse(X1):
+            return X1.paired(X2, "min")
         return torch.minimum(X1, X2).sum(dim=1)

@@ -18,8 +18,9 @@ import weakref
 import torch
 
 from .._backend import row_sq_norms
+from .._sparse import is_sparse
 from ._base import Kernel, _fmt
-from ._distances import exact_distances
+from ._distances import exact_distances, l1_distances
 from ._params import Param, _is_ard, _Scales, one_of, optional_scale, resolved_gamma, scale
 
 __all__ = ["RBF", "Gaussian", "Laplacian", "Matern", "squared_distances"]
@@ -40,6 +41,11 @@ def _scaled_sq_dist(X1: torch.Tensor, X2: torch.Tensor, g) -> torch.Tensor:
     augmented copy of ``X2`` would cost more than the product itself, so the product is
     ``X1 @ X2.T`` on ``X2`` as it is and the norms of ``X2`` come from a small cache."""
     n1 = row_sq_norms(X1)[:, None]
+    if is_sparse(X1):  # the same expansion on the sparse product block (no augmented copy)
+        n2 = n1 if X2 is X1 else X2.row_sq_norms()[:, None]
+        D = X1.dot_block(X2)
+        D = D.mul_(2.0 * g) if isinstance(g, (int, float)) else D * (2.0 * g)
+        return D.sub_(n1 * g).sub_(n2.T * g).clamp_max_(0.0)
     if X2 is not X1 and X1.shape[0] <= _SMALL_LEFT:
         n2 = _sq_norms_cached(X2)
         D = (X1 @ X2.T).mul_(2.0 * g) if isinstance(g, (int, float)) else (X1 @ X2.T) * (2.0 * g)
@@ -104,10 +110,29 @@ def _per_feature(kernel: Kernel, name: str, n_features: int, *, dtype, device) -
     return torch.tensor(values, dtype=torch.float64).to(device=device, dtype=dtype)
 
 
+def _scale_columns(X, s: torch.Tensor):
+    """``X * s`` (one factor per feature) for dense or sparse rows."""
+    return X.scale_columns(s) if is_sparse(X) else X * s
+
+
+def _diff_sq(A, B) -> torch.Tensor:
+    """``||a_i - b_i||^2`` per row, dense or sparse."""
+    return A.paired(B, "sq") if is_sparse(A) else ((A - B) ** 2).sum(dim=1)
+
+
+def _diff_norm(A, B) -> torch.Tensor:
+    """``||a_i - b_i||`` per row, dense or sparse."""
+    return A.paired(B, "sq").sqrt_() if is_sparse(A) else torch.linalg.vector_norm(A - B, dim=1)
+
+
+def _diff_l1(A, B) -> torch.Tensor:
+    return A.paired(B, "l1") if is_sparse(A) else (A - B).abs().sum(dim=1)
+
+
 def _ard_sq_dist(A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
     """``-||a - b||^2`` of rescaled rows. They are fresh tensors, so a few rows against many take
     the direct product without the norm cache (which is for stored points)."""
-    if B is A or A.shape[0] > _SMALL_LEFT:
+    if B is A or A.shape[0] > _SMALL_LEFT or is_sparse(A):
         return _scaled_sq_dist(A, B, 1.0)
     return (A @ B.T).mul_(2.0).sub_(row_sq_norms(A)[:, None]).sub_(row_sq_norms(B)[None, :]).clamp_max_(0.0)
 
@@ -115,6 +140,7 @@ def _ard_sq_dist(A: torch.Tensor, B: torch.Tensor) -> torch.Tensor:
 class _Stationary(Kernel):
     is_stationary = True
     differentiable_inputs = True
+    sparse_rows = True
 
     @property
     def is_ard(self) -> bool:
@@ -133,8 +159,8 @@ class _Stationary(Kernel):
     def _ard_inputs(self, X1: torch.Tensor, X2: torch.Tensor):
         """``X1`` and ``X2`` rescaled per feature (the same tensor twice when ``X2 is X1``)."""
         s = self._ard_factor(X1)
-        A = X1 * s
-        return A, (A if X2 is X1 else X2 * s)
+        A = _scale_columns(X1, s)
+        return A, (A if X2 is X1 else _scale_columns(X2, s))
 
     def sample_frequencies(self, n_features: int, n_components: int, *, generator: torch.Generator,
                            dtype=torch.float64, device="cpu") -> torch.Tensor:
@@ -204,9 +230,9 @@ class RBF(_Stationary):
     def _paired(self, X1, X2):
         if _is_ard(self.gamma):
             A, B = self._ard_inputs(X1, X2)
-            return torch.exp(-((A - B) ** 2).sum(dim=1))
+            return torch.exp(-_diff_sq(A, B))
         g = resolved_gamma(self.gamma, X1.shape[1])
-        return torch.exp(-g * ((X1 - X2) ** 2).sum(dim=1))
+        return torch.exp(-g * _diff_sq(X1, X2))
 
     def sample_frequencies(self, n_features, n_components, *, generator, dtype=torch.float64, device="cpu"):
         if _is_ard(self.gamma):  # N(0, 2 gamma_i) per feature: unit draws, rows rescaled
@@ -247,11 +273,11 @@ class Laplacian(_Stationary):
     def _pairwise(self, X1, X2):
         if _is_ard(self.gamma):
             A, B = self._ard_inputs(X1, X2)
-            D = torch.cdist(A, B, p=1.0)
+            D = l1_distances(A, B)
             # cdist's backward reads its output: no in-place op on it when autograd records
             return torch.exp(-D) if D.requires_grad else D.neg_().exp_()
         g = resolved_gamma(self.gamma, X1.shape[1])
-        D = torch.cdist(X1, X2, p=1.0)
+        D = l1_distances(X1, X2)
         return torch.exp(-g * D) if D.requires_grad else D.mul_(-g).exp_()
 
     def _cached_pairwise(self, cache):
@@ -262,9 +288,9 @@ class Laplacian(_Stationary):
     def _paired(self, X1, X2):
         if _is_ard(self.gamma):
             A, B = self._ard_inputs(X1, X2)
-            return torch.exp(-(A - B).abs().sum(dim=1))
+            return torch.exp(-_diff_l1(A, B))
         g = resolved_gamma(self.gamma, X1.shape[1])
-        return torch.exp(-g * (X1 - X2).abs().sum(dim=1))
+        return torch.exp(-g * _diff_l1(X1, X2))
 
     def sample_frequencies(self, n_features, n_components, *, generator, dtype=torch.float64, device="cpu"):
         if _is_ard(self.gamma):  # Cauchy(0, gamma_i) per feature: unit draws, rows rescaled
@@ -315,14 +341,14 @@ class Matern(_Stationary):
     def _ard_inputs(self, X1, X2):
         # x / l (as scikit-learn), not x * (1 / l)
         ls = _per_feature(self, "length_scale", X1.shape[1], dtype=X1.dtype, device=X1.device)
-        A = X1 / ls
-        return A, (A if X2 is X1 else X2 / ls)
+        A = _scale_columns(X1, 1.0 / ls) if is_sparse(X1) else X1 / ls
+        return A, (A if X2 is X1 else _scale_columns(X2, 1.0 / ls) if is_sparse(X2) else X2 / ls)
 
     def _pairwise(self, X1, X2):
         # Exact differences (not the GEMM expansion): sqrt amplifies cancellation near r = 0.
         if _is_ard(self.length_scale):
             A, B = self._ard_inputs(X1, X2)
-            return self._profile(torch.cdist(A, B, p=2.0, compute_mode="donot_use_mm_for_euclid_dist"))
+            return self._profile(exact_distances(A, B))
         r = exact_distances(X1, X2)
         return self._profile(r / self.length_scale if r.requires_grad else r.div_(self.length_scale))
 
@@ -334,8 +360,8 @@ class Matern(_Stationary):
     def _paired(self, X1, X2):
         if _is_ard(self.length_scale):
             A, B = self._ard_inputs(X1, X2)
-            return self._profile(torch.linalg.vector_norm(A - B, dim=1))
-        r = torch.linalg.vector_norm(X1 - X2, dim=1) / self.length_scale
+            return self._profile(_diff_norm(A, B))
+        r = _diff_norm(X1, X2) / self.length_scale
         return self._profile(r)
 
     def sample_frequencies(self, n_features, n_components, *, generator, dtype=torch.float64, device="cpu"):

@@ -15,6 +15,7 @@ import time
 import numpy as np
 import torch
 
+from .._sparse import plan_features
 from ..kernels import Kernel
 from ..sources import RowSource
 from ._plan import SHIFT_SAMPLE_ROWS, STREAM_READ_BYTES, ExecutionPlan, default_memory_budget
@@ -126,13 +127,15 @@ class KernelOperator:
         self.symmetric = Z is None or Z is X
         self.budget = default_memory_budget(self.device, memory_budget)
         n, d = self.shape[0], self._n_features
+        # sparse rows: blocks sized from their non-zeros (kernel.scratch still sees the features)
+        d_plan = d if self.source is not None else max(plan_features(self.X), plan_features(self.Z))
         if max_tile_bytes == "product":
-            d_eff, item = 1 if kernel.is_precomputed else d, (self.Z if X is None else X).element_size()
+            d_eff, item = 1 if kernel.is_precomputed else d_plan, (self.Z if X is None else X).element_size()
             max_tile_bytes = _GPU_PRODUCT_TILE_BYTES if self.device.type != "cpu" else product_tile_bytes(
                 self.Z.shape[0], d_eff, itemsize=item, threads=torch.get_num_threads(), scratch=kernel.scratch(d),
                 n_rhs=n_rhs)
         self.plan: BlockPlan = plan_blocks(
-            n, self.Z.shape[0], 1 if kernel.is_precomputed else d, itemsize=(self.Z if X is None else X).element_size(),
+            n, self.Z.shape[0], 1 if kernel.is_precomputed else d_plan, itemsize=(self.Z if X is None else X).element_size(),
             budget=self.budget, scratch=kernel.scratch(d), n_rhs=n_rhs,
             **({} if max_tile_bytes == -1 else {"max_tile_bytes": max_tile_bytes}),
         )
@@ -466,7 +469,7 @@ class KernelOperator:
         t0 = time.perf_counter()
         out = torch.empty(n, m, dtype=self.dtype, device=self.device)
         # Tiles within the remaining budget: rows of the output are already paid for.
-        d = 1 if self.kernel.is_precomputed else self.X.shape[1]
+        d = 1 if self.kernel.is_precomputed else plan_features(self.X)
         budget = ExecutionPlan(self.budget).holding(need).budget
         item, scratch = self.X.element_size(), self.kernel.scratch(self.X.shape[1])
         if lower_only and self.symmetric:  # cache-sized tiles along the triangle, as the exact ridge's Gram

@@ -33,6 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 import torch
 
 from .._backend import num_threads
+from .._sparse import plan_features
 from ..kernels import Kernel
 from ._blocking import MemoryBudgetError, format_bytes, plan_blocks, row_blocks
 from ._plan import default_memory_budget
@@ -138,7 +139,8 @@ class SymmetricGram:
         if need >= budget:
             raise MemoryBudgetError(f"the {n} x {n} kernel matrix needs {format_bytes(need)}, more than the "
                                     f"memory budget of {format_bytes(budget)}.")
-        plan = plan_blocks(n, n, d, itemsize=itemsize, budget=max(budget - need, 1), scratch=kernel.scratch(d))
+        plan = plan_blocks(n, n, plan_features(X), itemsize=itemsize, budget=max(budget - need, 1),
+                           scratch=kernel.scratch(d))
         tile = min(plan.row_block, plan.col_block, math.isqrt(CACHE_TILE_BYTES // itemsize))
         self.tile = n if tile >= n else max(PANEL_ROWS, tile - tile % PANEL_ROWS)
         self.kernel, self.n = kernel, n
