@@ -30,6 +30,7 @@ from sklearn.utils.multiclass import _ovr_decision_function
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, column_or_1d
 
 from ..._backend import as_output, row_sq_norms, to_numpy
+from ..._sparse import is_sparse
 from ..._validation import Interval, Options, check_params
 from ...approx import Nystroem, RandomFourierFeatures
 from ...kernels import RBF, Kernel, Linear
@@ -113,7 +114,7 @@ class _Rows:
         it = torch.as_tensor(idx, device=self.X.device)
         if self.pre:
             return to_numpy(self.X[it])
-        if self.rbf:
+        if self.rbf and not is_sparse(self.X):  # sparse rows: the kernel's own sparse product
             D = torch.addmm(self.nrm[None, :], self.X[it], self.X.T, alpha=2.0 * self.g)
             return to_numpy(D.add_(self.nrm[it][:, None]).clamp_max_(0.0).exp_())
         return to_numpy(self.kernel(self.X[it], self.X))
@@ -229,7 +230,8 @@ class _SVCDecisionMixin:
         if type(kern) is not Linear or getattr(self, "approximation_", None) is not None:
             raise AttributeError(f"coef_ is only available when using a linear kernel (exact {type(self).__name__} "
                                  f"with kernel='linear'); got kernel={self.kernel!r}.")
-        coef = to_numpy(self._W.T @ self._sv.to(self._W.dtype)).astype(np.float64)
+        sv = self._sv.to(self._W.dtype)
+        coef = to_numpy(sv.t_matmul(self._W).T if is_sparse(sv) else self._W.T @ sv).astype(np.float64)
         if len(self.classes_) == 2 and self._mode == "ovo":
             coef = -coef
         coef.flags.writeable = False
@@ -532,7 +534,8 @@ class KernelSVC(_SVCDecisionMixin, KernelEstimatorMixin, ClassifierMixin, BaseEs
             self.support_vectors_ = torch.zeros(0, 0, dtype=self._dtype, device=self._device)
         else:
             self._sv = Xt[torch.as_tensor(order, device=Xt.device)]
-            self.support_vectors_ = self._sv
+            # sparse data: sparse support vectors (scikit-learn's SVC: a CSR matrix)
+            self.support_vectors_ = self._sv.to_scipy() if is_sparse(self._sv) else self._sv
         self.intercept_ = -intercept if k == 2 and self._mode == "ovo" else intercept.copy()
         self.dual_coef_ = self._public_dual(self._dual_layout(W))
 
