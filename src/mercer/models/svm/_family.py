@@ -502,9 +502,11 @@ class NuSVC(KernelSVC):
             cls = np.flatnonzero(ybin == s)
             alpha0[cls] = _fill(total, Cb[cls])
         res = solve_on(self, Xt, idx, ybin, Cb, p=np.zeros(len(idx)), alpha0=alpha0, nu=True)
-        if not res.r > 0:
-            raise ValueError(f"{type(self).__name__}: the nu dual ended with r = {res.r:g} <= 0 (LIBSVM divides by "
-                             "it); nu may be too small for this data.")
+        if not res.r > 0:  # LIBSVM divides by r = 0 and scikit-learn then reports non-finite coefficients
+            raise ValueError(f"{type(self).__name__}: The dual coefficients or intercepts are not finite. (The nu dual "
+                             f"ended with r = {res.r:g}, which LIBSVM divides by: the classes of this pair are not "
+                             "separated at all in the kernel's feature space, e.g. identical rows of X with different "
+                             "labels y.)")
         res.alpha = res.alpha / res.r
         res.rho = res.rho / res.r
         res.objective = res.objective / res.r**2

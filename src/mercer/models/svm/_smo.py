@@ -1,10 +1,14 @@
-"""Sequential minimal optimisation for the soft-margin SVM dual, as in LIBSVM.
+"""Sequential minimal optimisation for the SVM duals, as in LIBSVM.
 
-Solves :math:`\\min_\\alpha \\tfrac12 \\alpha^T Q \\alpha - e^T \\alpha` subject to
-:math:`0 \\le \\alpha_i \\le C_i` and :math:`y^T \\alpha = 0`, with :math:`Q_{ij} = y_i y_j K_{ij}`,
-by SMO with the second-order working-set selection of Fan, Chen & Lin (2005, "WSS3"), LIBSVM's
-shrinking heuristic with gradient reconstruction, and LIBSVM's ``tau`` fix for non-positive
-curvature (so that the iteration terminates for indefinite kernels too).
+Solves LIBSVM's general problem :math:`\\min_\\alpha \\tfrac12 \\alpha^T Q \\alpha + p^T \\alpha` subject to
+:math:`0 \\le \\alpha_t \\le C_t` and :math:`y^T \\alpha = \\delta`, with :math:`Q_{st} = y_s y_t K_{r(s) r(t)}`
+over ``l`` variables that read the kernel rows of ``n`` samples through a row map ``r`` (C-SVC:
+``p = -1``, ``r`` the identity; epsilon-SVR: ``l = 2n``, ``r(t) = t mod n``), by SMO with the
+second-order working-set selection of Fan, Chen & Lin (2005, "WSS3"), LIBSVM's shrinking heuristic
+with gradient reconstruction, and LIBSVM's ``tau`` fix for non-positive curvature (so that the
+iteration terminates for indefinite kernels too). With ``nu=True`` it is LIBSVM's Solver_NU (the
+nu-SVC and nu-SVR duals, with a second equality constraint): pairs within each sign class, its
+shrinking, and its ``rho`` and ``r``.
 
 The sequential loop is compiled with numba, imported on the first solve (its import costs ~0.15 s,
 which ``import mercer`` does not pay). Kernel rows live in an LRU cache of full-length rows (a 2-D
@@ -22,7 +26,8 @@ first member (LIBSVM makes a separate pass for it). It keeps ``F = -y * G``, so 
 members are extremes of F on the sets I_up, I_low (bits of ``side``) with no sign branches,
 and skips the division of WSS3 for samples that cannot be the new minimum; these reformulations
 are exact (the iterates, hence iteration counts and support vectors, are those of the plain
-formulas). Gradient reconstruction after shrinking uses the free samples' cached rows, as
+formulas). A cached row holds one entry per variable (``K[i, r(t)]``): SVR's two variables of a
+sample read one row, computed once. Gradient reconstruction after shrinking uses the free samples' cached rows, as
 LIBSVM's, and a blocked kernel product (by the caller) for the others.
 """
 
