@@ -99,8 +99,9 @@ def to_numpy(t: torch.Tensor) -> np.ndarray:
 
 
 def as_output(t: torch.Tensor, like):
-    """numpy in -> numpy out; torch in -> torch out on the input's device."""
-    if isinstance(like, torch.Tensor):
+    """numpy in -> numpy out; torch in -> torch out on the input's device (mercer's own sparse rows,
+    passed between its estimators, count as torch)."""
+    if isinstance(like, (torch.Tensor, SparseRows)):
         return t.to(device=like.device)
     return to_numpy(t)
 

@@ -83,6 +83,7 @@ class SparseRows:
     requires_grad = False
     is_sparse = True
     layout = "sparse rows"  # not torch.strided: code for dense tensors checks the layout
+    _mercer_sparse_rows = True  # what mercer._validation (a lower layer) recognises
 
     def __init__(self, indptr: torch.Tensor, indices: torch.Tensor, data: torch.Tensor, n_features: int):
         self.indptr, self.indices, self.data = indptr, indices, data
@@ -105,6 +106,11 @@ class SparseRows:
 
     def detach(self) -> SparseRows:
         return self
+
+    @property
+    def _version(self) -> int:
+        """Changes when the values are written in place (as a tensor's version counter)."""
+        return self.data._version
 
     def __len__(self) -> int:
         return self.shape[0]

@@ -80,6 +80,9 @@ def check_array_like(
     checks it otherwise, with scikit-learn's own messages.
     """
     owner = type(estimator).__name__
+    if getattr(X, "_mercer_sparse_rows", False) or (is_torch(X) and X.layout != torch.strided):
+        return _check_sparse_rows(estimator, X, reset=reset, accept_sparse=accept_sparse, name=name, owner=owner,
+                                  ensure_min_samples=ensure_min_samples)
     if is_torch(X):
         # data, not a parameter: off any autograd graph (``detach`` leaves the user's tensor as is)
         X = _check_torch_X(X.detach(), name=name, owner=owner, ensure_min_samples=ensure_min_samples)
@@ -107,6 +110,35 @@ def check_array_like(
         if type(exc) in (ValueError, TypeError) and not _NAMES_AN_INPUT.search(str(exc)):
             raise type(exc)(f"{owner} expected a real-valued {name}: {exc}") from exc
         raise
+
+
+def _check_sparse_rows(estimator, X, *, reset, accept_sparse, name, owner, ensure_min_samples):
+    """Sparse rows already in mercer's form (``mercer._sparse.SparseRows``, passed between mercer's
+    own estimators) or a torch sparse tensor: the checks of a torch input, on the stored values."""
+    if not accept_sparse:
+        raise TypeError(f"Sparse data was passed for {name} to {owner}, but dense data is required. Use "
+                        "X.toarray() (or X.to_dense()) to convert to a dense array.")
+    if X.ndim != 2:
+        raise ValueError(f"{owner} expected a 2-D {name} (n_samples, n_features); got ndim = {X.ndim}.")
+    values = X.data if getattr(X, "_mercer_sparse_rows", False) else (
+        X.values() if X.layout == torch.sparse_coo and X.is_coalesced() else X.coalesce().values()
+        if X.layout == torch.sparse_coo else X.values())
+    if X.shape[0] < ensure_min_samples:
+        raise ValueError(f"Found array with {X.shape[0]} sample(s) (shape={tuple(X.shape)}) while a minimum of "
+                         f"{ensure_min_samples} is required by {owner}.")
+    if X.shape[1] < 1:
+        raise ValueError(f"Found array with 0 feature(s) (shape={tuple(X.shape)}) while a minimum of 1 is "
+                         f"required by {owner}.")
+    if not values.is_floating_point() or not bool(torch.isfinite(values).all()):
+        raise ValueError(f"Input {name} contains NaN or infinity, or is not real-valued ({owner}).")
+    if reset:
+        estimator.n_features_in_ = int(X.shape[1])
+        if hasattr(estimator, "feature_names_in_"):
+            del estimator.feature_names_in_
+    elif X.shape[1] != estimator.n_features_in_:
+        raise ValueError(f"X has {X.shape[1]} features, but {owner} is expecting "
+                         f"{estimator.n_features_in_} features as input.")
+    return X
 
 
 #: what scikit-learn's messages about an input say (they are kept as they are)

@@ -28,6 +28,7 @@ The variance of both falls like ``1 / m``: the mean error :math:`|k_m - k|` like
 
 from __future__ import annotations
 
+import functools
 import math
 from numbers import Real
 
@@ -37,6 +38,7 @@ from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, Transfo
 from sklearn.utils.validation import check_is_fitted
 
 from .._backend import as_output, make_generator, num_threads, resolve_device, resolve_dtype, to_tensor
+from .._sparse import is_sparse
 from .._validation import Interval, check_array_like, check_params
 from ..kernels import Linear, Polynomial
 from ..linalg import SKETCH_SLAB_BYTES, StreamedMethodsMixin, default_memory_budget, plan_rows, row_blocks
@@ -201,13 +203,27 @@ class TensorSketch(_PolySketchBase):
             C = part if C is None else C.add_(part)
         return C
 
+    def _count_sketch_sparse(self, X, j: int) -> torch.Tensor:
+        """The count sketch of the augmented rows ``[sqrt(gamma) x, sqrt(c)]`` of sparse rows: each
+        stored entry added to its hashed column (no dense ``n x d`` block)."""
+        m, d = self._n_features_out, X.shape[1]
+        idx, sgn = self.index_hash_[j], self.bit_hash_[j].to(X.dtype)
+        c = X.compact()
+        C = torch.zeros(X.shape[0], m, dtype=X.dtype, device=X.device)
+        C.view(-1).index_add_(0, c._row_ids() * m + idx[c.indices], c.data * sgn[c.indices] * math.sqrt(self.gamma_))
+        C[:, idx[d]] += sgn[d] * math.sqrt(self.coef0_)
+        return C
+
     def _features(self, X: torch.Tensor) -> torch.Tensor:
         m = self._n_features_out
-        ones = torch.full((X.shape[0], 1), math.sqrt(self.coef0_), dtype=X.dtype, device=X.device)
-        A = torch.cat([X * math.sqrt(self.gamma_), ones], dim=1)
-        spectrum = torch.fft.rfft(self._count_sketch(A, 0), n=m, dim=1)
+        if is_sparse(X):
+            sketch = functools.partial(self._count_sketch_sparse, X)
+        else:
+            ones = torch.full((X.shape[0], 1), math.sqrt(self.coef0_), dtype=X.dtype, device=X.device)
+            sketch = functools.partial(self._count_sketch, torch.cat([X * math.sqrt(self.gamma_), ones], dim=1))
+        spectrum = torch.fft.rfft(sketch(0), n=m, dim=1)
         for j in range(1, self.degree_):
-            spectrum.mul_(torch.fft.rfft(self._count_sketch(A, j), n=m, dim=1))
+            spectrum.mul_(torch.fft.rfft(sketch(j), n=m, dim=1))
         return torch.fft.irfft(spectrum, n=m, dim=1)
 
 

@@ -75,7 +75,7 @@ class DistanceCache:
 
     def __init__(self, X1: torch.Tensor, X2: torch.Tensor | None = None):
         for X in (X1, X2):
-            if X is not None and not isinstance(X, torch.Tensor):
+            if X is not None and not isinstance(X, torch.Tensor) and not is_sparse(X):
                 raise TypeError(f"DistanceCache expects tensors; got {type(X).__name__}.")
             if X is not None and X.requires_grad:
                 raise ValueError("DistanceCache: inputs that require grad change at every step; their distances "

@@ -17,6 +17,7 @@ from sklearn.exceptions import ConvergenceWarning
 
 from .._backend import row_sq_norms
 from .._progress import task
+from .._sparse import is_sparse, plan_features
 from ._fused import lloyd_fused
 from ._passes import MIN_CLUSTERS_FOR_BOUNDS, block_rows, own_sq, top2
 from ._seeding import seed_indices
@@ -87,16 +88,22 @@ def _update_centres(X, Xw, C, labels, w, rows):
     """Means of the clusters (weighted by ``w``); an empty cluster takes one of the points farthest
     from their centre (scikit-learn's rule), which leaves its old cluster."""
     k = C.shape[0]
-    sums = torch.zeros_like(C).index_put_((labels,), Xw, accumulate=True)
+    if is_sparse(Xw):  # the stored entries added into their cluster's row of the sums
+        c = Xw.compact()
+        flat = torch.zeros_like(C).view(-1).index_add_(0, labels[c._row_ids()] * C.shape[1] + c.indices, c.data)
+        sums = flat.view(C.shape)
+    else:
+        sums = torch.zeros_like(C).index_put_((labels,), Xw, accumulate=True)
     counts = torch.bincount(labels, weights=w, minlength=k).to(X.dtype)
     empty = torch.nonzero(counts == 0)[:, 0]
     if empty.numel():
         far = torch.topk(own_sq(X, C, labels, rows), empty.numel()).indices
         for e, f in zip(empty.tolist(), far.tolist()):
             wf = 1.0 if w is None else w[f]
-            sums[labels[f]] -= X[f] * wf
+            xf = X[f].to_dense()[0] if is_sparse(X) else X[f]
+            sums[labels[f]] -= xf * wf
             counts[labels[f]] -= wf
-            sums[e] = X[f] * wf
+            sums[e] = xf * wf
             counts[e] = wf
     return torch.where((counts > 0)[:, None], sums / counts.clamp_min(torch.finfo(X.dtype).tiny)[:, None], C)
 
@@ -144,8 +151,9 @@ def lloyd(X: torch.Tensor, x_sq: torch.Tensor, centers: torch.Tensor, *, rows: i
     points (:func:`mercer.kmeans._fused.lloyd_fused`: bounds, distances, argmin and cluster sums
     fused, no ``n x k`` block); ``fused=False`` forces the torch passes, which run everywhere.
     """
-    if fused is None:
-        fused = X.device.type == "cpu" and X.dtype in (torch.float32, torch.float64) and report is None
+    if fused is None:  # (sparse rows: the torch passes, on their sparse products)
+        fused = X.device.type == "cpu" and X.dtype in (torch.float32, torch.float64) and report is None \
+            and not is_sparse(X)
     if fused:
         C, labels, inertia, it, strict = lloyd_fused(X, x_sq, centers, rows=rows, sample_weight=sample_weight,
                                                      max_iter=max_iter, tol=tol, bounds=bounds)
@@ -158,7 +166,7 @@ def lloyd(X: torch.Tensor, x_sq: torch.Tensor, centers: torch.Tensor, *, rows: i
     labels_old = None
     strict = False
     it = 0
-    Xw = X if w is None else X * w[:, None]
+    Xw = X if w is None else X.scale_rows(w) if is_sparse(X) else X * w[:, None]
     bar = task("Lloyd (k-means)", total=max_iter, unit="it")
     for it in range(1, max_iter + 1):
         if it > 1 and not bounds:
@@ -197,8 +205,10 @@ def kmeans(X: torch.Tensor, n_clusters: int, *, memory_budget: int, init="k-mean
     """k-means of the rows of ``X`` (n, d): ``n_init`` seedings, Lloyd's iterations from each, the
     run with the lowest inertia kept: a :class:`KMeansResult`, centres in the original coordinates.
 
-    The data are centred first (distances are invariant, round-off is smaller). Distances are
-    computed in blocks of rows planned from ``memory_budget`` (bytes).
+    The data are centred first (distances are invariant, round-off is smaller), except sparse rows
+    (:class:`~mercer._sparse.SparseRows`, as scikit-learn: centring would make them dense), whose
+    centres are dense ``(k, d)``. Distances are computed in blocks of rows planned from
+    ``memory_budget`` (bytes).
 
     Parameters
     ----------
@@ -225,16 +235,28 @@ def kmeans(X: torch.Tensor, n_clusters: int, *, memory_budget: int, init="k-mean
         ``X`` may be centred in place (a copy the caller owns): saves an ``n x d`` copy.
     """
     (n, d), k, report = X.shape, n_clusters, report or _silent
-    mean = X.mean(0)
-    Xc = X.sub_(mean) if overwrite_x else X - mean
-    x_sq = row_sq_norms(Xc)
-    # mean per-feature variance: the mean squared norm of the centred rows over d (X.var(0) is slow)
-    tol_abs = float(x_sq.sum(dtype=torch.float64)) / (n * d) * tol if tol else 0.0
-    rows = block_rows(n, k, d, itemsize=Xc.element_size(), budget=memory_budget)
+    sparse = is_sparse(X)
+    if sparse:
+        mean = torch.zeros(d, dtype=X.dtype, device=X.device)
+        Xc = X
+        x_sq = X.row_sq_norms()
+        # the mean per-feature variance (scikit-learn's, of the uncentred sparse rows)
+        var = (x_sq.sum(dtype=torch.float64) - (X.col_sums().to(torch.float64) ** 2).sum() / n) / (n * d)
+        tol_abs = float(var) * tol if tol else 0.0
+    else:
+        mean = X.mean(0)
+        Xc = X.sub_(mean) if overwrite_x else X - mean
+        x_sq = row_sq_norms(Xc)
+        # mean per-feature variance: the mean squared norm of the centred rows over d (X.var(0) is slow)
+        tol_abs = float(x_sq.sum(dtype=torch.float64)) / (n * d) * tol if tol else 0.0
+    dp = plan_features(Xc)  # sparse rows: blocks from the non-zeros (the centres are dense: k d)
+    rows = block_rows(n, k, dp, itemsize=Xc.element_size(), budget=memory_budget)
     trials = 2 + int(math.log(k)) if n_local_trials is None else n_local_trials
-    seed_rows = block_rows(n, trials, d, itemsize=Xc.element_size(), budget=memory_budget)
+    seed_rows = block_rows(n, trials, dp, itemsize=Xc.element_size(), budget=memory_budget)
 
     def dist(idx, s):
+        if sparse:
+            return Xc[s].dot_block(Xc[idx]).mul_(-2.0).add_(x_sq[s, None]).add_(x_sq[idx][None, :])
         return torch.addmm(x_sq[s, None] + x_sq[idx][None, :], Xc[s], Xc[idx].T, alpha=-2.0)
 
     best = None
@@ -242,6 +264,7 @@ def kmeans(X: torch.Tensor, n_clusters: int, *, memory_budget: int, init="k-mean
         if isinstance(init, str):
             C0 = Xc[seed_indices(init, n, k, dist, generator, rows=seed_rows, sample_weight=sample_weight,
                                  n_local_trials=n_local_trials)].clone()
+            C0 = C0.to_dense() if sparse else C0
         else:
             C0 = init - mean
         report("Initialization complete")

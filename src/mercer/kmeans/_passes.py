@@ -10,6 +10,7 @@ import math
 
 import torch
 
+from .._sparse import is_sparse, plan_features
 from ..linalg import KMEANS_TILE_BYTES, plan_blocks, row_blocks
 
 __all__ = ["KMEANS_TILE_BYTES", "MIN_CLUSTERS_FOR_BOUNDS", "assign", "block_rows", "own_sq", "sq_distances", "top2"]
@@ -20,9 +21,27 @@ MIN_CLUSTERS_FOR_BOUNDS = 24
 
 
 
+def _neg2_dot_plus(c_sq: torch.Tensor, Xs, Ct: torch.Tensor) -> torch.Tensor:
+    """``c_sq - 2 Xs Ct`` (dense rows: one addmm; sparse rows: their product with the dense centres)."""
+    if is_sparse(Xs):
+        return (Xs @ Ct).mul_(-2.0).add_(c_sq)
+    return torch.addmm(c_sq, Xs, Ct, alpha=-2.0)
+
+
+def sparse_sq_to(Xs, C: torch.Tensor) -> torch.Tensor:
+    """``||x_i - c_i||^2`` for sparse rows ``Xs`` and dense rows ``C`` (one per row): ``||c||^2``
+    plus ``(x_k - c_k)^2 - c_k^2`` over the stored entries (scikit-learn's sparse-dense distance)."""
+    c = Xs.compact()
+    r = c._row_ids()
+    Cr = C[r, c.indices]
+    terms = (c.data - Cr).square_().sub_(Cr.square())
+    return (C * C).sum(1).index_add_(0, r, terms)
+
+
 def block_rows(n: int, k: int, d: int, *, itemsize: int, budget: int) -> int:
     """Rows per block of a pass over the ``(n, k)`` distances of ``n`` points to ``k`` centres in
-    ``d`` dimensions: the planner's tile, capped at :data:`KMEANS_TILE_BYTES`."""
+    ``d`` dimensions (for sparse rows, pass :func:`~mercer._sparse.plan_features`): the planner's
+    tile, capped at :data:`KMEANS_TILE_BYTES`."""
     return plan_blocks(n, k, d, itemsize=itemsize, budget=budget, scratch=1.0, n_rhs=1,
                        max_tile_bytes=KMEANS_TILE_BYTES).row_block
 
@@ -38,7 +57,7 @@ def assign(X: torch.Tensor, x_sq: torch.Tensor, C: torch.Tensor, rows: int):
     c_sq = (C * C).sum(1)[None, :]
     Ct = C.T.contiguous()
     for s in row_blocks(n, rows, desc="k-means assignment"):
-        D = torch.addmm(c_sq, X[s], Ct, alpha=-2.0)
+        D = _neg2_dot_plus(c_sq, X[s], Ct)
         m, lab = torch.min(D, dim=1)
         mind[s] = m.add_(x_sq[s])
         labels[s] = lab
@@ -55,7 +74,7 @@ def top2(X: torch.Tensor, x_sq: torch.Tensor, C: torch.Tensor, rows: int, second
     c_sq = (C * C).sum(1)[None, :]
     Ct = C.T.contiguous()
     for s in row_blocks(n, rows, desc="k-means assignment"):
-        D = torch.addmm(c_sq, X[s], Ct, alpha=-2.0)
+        D = _neg2_dot_plus(c_sq, X[s], Ct)
         m, lab = torch.min(D, dim=1)  # first index on ties, as scikit-learn
         labels[s], d1[s] = lab, m + x_sq[s]
         if second and k > 1:  # (torch.topk is several times slower than two min passes here)
@@ -67,7 +86,7 @@ def own_sq(X: torch.Tensor, C: torch.Tensor, labels: torch.Tensor, rows: int) ->
     """Exact ``||x_i - c_{labels_i}||^2`` by subtraction (no cancellation), blocked."""
     out = torch.empty(X.shape[0], dtype=X.dtype, device=X.device)
     for s in row_blocks(X.shape[0], rows, desc="k-means distances"):
-        out[s] = ((X[s] - C[labels[s]]) ** 2).sum(1)
+        out[s] = sparse_sq_to(X[s], C[labels[s]]) if is_sparse(X) else ((X[s] - C[labels[s]]) ** 2).sum(1)
     return out
 
 
@@ -79,11 +98,12 @@ def sq_distances(X: torch.Tensor, C: torch.Tensor, rows: int) -> torch.Tensor:
     c_sq = (C * C).sum(1)[None, :]
     out = torch.empty(X.shape[0], C.shape[0], dtype=X.dtype, device=X.device)
     eps64 = 64 * torch.finfo(X.dtype).eps
+    sparse = is_sparse(X)
     for s in row_blocks(X.shape[0], rows, desc="k-means distances"):
-        x_sq = (X[s] * X[s]).sum(1)[:, None]
-        D = torch.addmm(c_sq, X[s], C.T, alpha=-2.0).add_(x_sq)
+        x_sq = X[s].row_sq_norms()[:, None] if sparse else (X[s] * X[s]).sum(1)[:, None]
+        D = _neg2_dot_plus(c_sq, X[s], C.T.contiguous()).add_(x_sq)
         i, j = torch.nonzero(D <= eps64 * (x_sq + c_sq), as_tuple=True)
         if i.numel():
-            D[i, j] = ((X[s][i] - C[j]) ** 2).sum(1)
+            D[i, j] = sparse_sq_to(X[s][i], C[j]) if sparse else ((X[s][i] - C[j]) ** 2).sum(1)
         out[s] = D
     return out.clamp_min_(0.0)

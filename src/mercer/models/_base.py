@@ -9,6 +9,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import _check_sample_weight, column_or_1d
 
 from .._backend import resolve_device, resolve_dtype, to_numpy, to_tensor
+from .._sparse import is_sparse_input
 from .._validation import COMPUTE_CONSTRAINTS, check_array_like, describe, is_torch
 from ..approx import record_source
 from ..kernels import KERNEL_CONSTRAINTS, resolve_kernel
@@ -99,6 +100,10 @@ class KernelEstimatorMixin(StreamedMethodsMixin):
     #: Whether ``fit`` reads a streamed ``X`` block by block (else it is read into memory whole).
     _streams_fit: bool = False
 
+    #: Why ``fit`` cannot take sparse ``X`` (and what to use instead), for the estimators whose
+    #: algorithm cannot keep it sparse; ``None``: sparse rows are kept sparse.
+    _sparse_refusal: str | None = None
+
     #: Private fitted attributes that :mod:`mercer.io` saves with the public ``name_`` ones;
     #: each subclass declares its own, and the declarations add up along the bases.
     _saved_private: tuple = ("_device", "_dtype")
@@ -139,7 +144,15 @@ class KernelEstimatorMixin(StreamedMethodsMixin):
     def _tensor(self, X) -> torch.Tensor:
         return to_tensor(X, dtype=self._dtype, device=self._device)
 
+    def _check_sparse_fit(self, X) -> None:
+        """``TypeError`` saying why and what to use when ``X`` is sparse and ``fit`` cannot keep it so."""
+        if self._sparse_refusal is not None and (is_sparse_input(X) or getattr(X, "_mercer_sparse_rows", False)):
+            raise TypeError(f"{type(self).__name__} cannot fit sparse X (scipy.sparse or torch sparse rows, kept "
+                            f"sparse by mercer): {self._sparse_refusal}")
+
     def _validate_X(self, X, *, reset: bool):
+        if reset:
+            self._check_sparse_fit(X)
         if is_streamed(X, self._budget):
             if self._streams_fit and reset:
                 return self._validate_source(X)

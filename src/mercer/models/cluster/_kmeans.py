@@ -20,6 +20,7 @@ from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, Cluster
 from sklearn.utils.validation import check_is_fitted
 
 from ..._backend import as_output, check_random_state, make_generator, row_sq_norms, to_numpy
+from ..._sparse import plan_features
 from ..._validation import Interval, Options, check_params
 from ...kmeans import assign, block_rows, kmeans, kmeans_streamed, seed_indices, sq_distances
 from ...linalg import default_memory_budget, source_to_memory
@@ -247,7 +248,7 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ke
         """``X`` as a tensor, and the rows per block of its distances to the centres."""
         check_is_fitted(self, "_centers")
         Xt = self._tensor(self._validate_X(X, reset=False))
-        return Xt, block_rows(Xt.shape[0], self._centers.shape[0], Xt.shape[1], itemsize=Xt.element_size(),
+        return Xt, block_rows(Xt.shape[0], self._centers.shape[0], plan_features(Xt), itemsize=Xt.element_size(),
                               budget=self._budget)
 
     def _assign_new(self, X):

@@ -117,6 +117,10 @@ class SparseGPRegressor(_GPBase):
     _objective_name = "evidence lower bound"
 
     _saved_private = ("_L", "_LB", "_c")  # private state that mercer.io saves
+    _sparse_refusal = ("it learns the coordinates of its inducing points (dense M x n_features parameters, "
+                       "10^6 of them per point for text) and back-propagates through the data's kernel tiles. Use "
+                       "NystroemKernelRidge (sparse centres) or GaussianProcessRegressor, which take sparse X, or "
+                       "pass X.toarray() if n_samples x n_features values fit in memory.")
 
     def __init__(self, n_inducing=100, *, kernel="rbf", gamma=None, degree=3, coef0=1, kernel_params=None,
                  noise="auto", normalize_y=False, inducing_init="kmeans", learn_inducing=True, optimizer="lbfgs",

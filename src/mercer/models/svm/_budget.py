@@ -78,6 +78,10 @@ class BudgetSVC(KernelEstimatorMixin, ClassifierMixin, BaseEstimator):
 
     _saved_private = ("_sv", "_W", "_b")  # private state that mercer.io saves
 
+    _sparse_refusal = ("it moves its budget of support vectors in input space (merging them into dense "
+                       "points). Use KernelSVC (sparse support vectors) or NystroemKernelRidgeClassifier, or pass "
+                       "X.toarray() if n_samples x n_features values fit in memory.")
+
     def __init__(self, n_vectors=100, *, C=1.0, kernel="rbf", gamma="scale", degree=3, coef0=0.0, kernel_params=None,
                  optimizer="lbfgs", max_iter=100, lr=0.05, learn_vectors=True, class_weight=None, random_state=None,
                  device=None, dtype=None, memory_budget=None):

@@ -96,6 +96,8 @@ class ReducedSetSVC(KernelSVC):
     approximation = None
     n_components = 500
     _libsvm_dual_layout = False  # dual_coef_ holds the raw (n_machines, K) coefficients: no _dual_coef_
+    _sparse_refusal = ("it learns its reduced vectors' coordinates in input space (dense points). Use KernelSVC "
+                       "(sparse support vectors), or pass X.toarray() if n_samples x n_features values fit in memory.")
 
     _parameter_constraints: dict = {
         **{k: v for k, v in KernelSVC._parameter_constraints.items()
@@ -108,6 +110,7 @@ class ReducedSetSVC(KernelSVC):
     def fit(self, X, y, sample_weight=None):
         """Fit an exact :class:`KernelSVC` on ``(X, y)``, then reduce it to ``n_vectors`` vectors."""
         check_params(self)
+        self._check_sparse_fit(X)
         params = {k: getattr(self, k) for k in KernelSVC._get_param_names() if k in self._get_param_names()}
         svc = KernelSVC(**params).fit(X, y, sample_weight=sample_weight)
         self._reduce_from(svc)
@@ -127,6 +130,7 @@ class ReducedSetSVC(KernelSVC):
         params = {k: v for k, v in svc.get_params(deep=False).items() if k in cls._get_param_names()}
         red = cls(n_vectors=n_vectors, method=method, refit=refit, **{**params, "random_state": random_state})
         check_params(red)
+        red._check_sparse_fit(svc._sv)
         return red._reduce_from(svc)
 
     def _reduce_from(self, svc: KernelSVC):
