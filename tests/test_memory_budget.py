@@ -22,19 +22,10 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PROBE = ROOT / "benchmarks" / "probes" / "probe_memory_budget.py"
 
-#: one estimator per way a call spends its budget (at 64 MiB each runs in seconds)
-QUICK = ("KernelRidge", "GaussianProcessRegressor", "NystroemKernelRidge", "KernelPCA", "Nystroem")
-
-#: (estimator, budget in MiB) measured over their allowance (benchmarks/results/budget/latest.md);
-#: the slow matrix tolerates these, and only these, until fixed. KNN, perceptron and reduced-set SVC
-#: peak at one planned tile plus 20-30 MiB of earlier, freed tiles that glibc keeps resident (its
-#: dynamic mmap/trim thresholds: under MALLOC_MMAP_THRESHOLD_=MALLOC_TRIM_THRESHOLD_=1 MiB they are
-#: within it); the radius regressor holds its neighbour lists (O(n^2) at a radius covering all).
-KNOWN_OVER = {("KernelPerceptron", 64), ("KernelKNeighborsClassifier", 64), ("KernelKNeighborsRegressor", 64),
-              ("KernelRadiusNeighborsRegressor", 64), ("ReducedSetSVC", 64),
-              # unplanned n_sv x n_vectors blocks and lstsq copies in ReducedSetSVC._refit; the radius
-              # classifier's neighbour lists of every query at once (6 GiB at 2 GiB, n = 21,000)
-              ("ReducedSetSVC", 256), ("KernelRadiusNeighborsClassifier", 2048)}
+#: one estimator per way a call spends its budget (at 64 MiB each runs in seconds), and the k-NN and
+#: radius searches once measured over it (a second tile per tile; the neighbour lists of every query)
+QUICK = ("KernelRidge", "GaussianProcessRegressor", "NystroemKernelRidge", "KernelPCA", "Nystroem",
+         "KernelKNeighborsClassifier", "KernelRadiusNeighborsRegressor")
 
 
 def _probe(tmp_path, *args, timeout):
@@ -47,14 +38,12 @@ def _probe(tmp_path, *args, timeout):
     return cells
 
 
-def _check(cells, known=frozenset()):
+def _check(cells):
     bad = []
     for c in cells:
         # a fresh child whose ru_maxrss is its own: the probe's parent imports neither numpy nor torch
         assert c.get("start", 0) < 200 * 2**20, c
         if c["status"] in ("ok", "MemoryBudgetError", "timeout"):
-            continue
-        if (c["estimator"], c["budget"] >> 20) in known and c["status"] == "OVER":
             continue
         detail = (f"peak {(c['peak'] - c['baseline']) >> 20} MiB over its baseline, allowed "
                   f"{(c['input_bytes'] + 1.2 * c['budget']) / 2**20:.0f} MiB" if c["status"] == "OVER"
@@ -76,4 +65,4 @@ def test_budget_holds_at_64_mib(tmp_path):
 @pytest.mark.slow
 def test_budget_holds_for_every_estimator(tmp_path):
     cells = _probe(tmp_path, "--budgets-mib", "64,256,2048", "--timeout", "300", "--jobs", "2", timeout=3 * 3600)
-    _check(cells, KNOWN_OVER)
+    _check(cells)

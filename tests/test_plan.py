@@ -134,3 +134,34 @@ def test_predict_honours_the_callers_context():
             model.predict(X)
     with mercer.config_context(memory_budget=200_000):  # many blocks, the same predictions
         np.testing.assert_allclose(model.predict(X), expected, rtol=1e-12)
+
+
+@pytest.mark.skipif(_plan._MALLOC_TRIM is None, reason="glibc's malloc_trim only")
+def test_a_fit_returns_the_heap_memory_it_freed():
+    """Freed heap blocks stay resident under glibc until trimmed: release_freed_memory returns them
+    when the process grew by more than what may be kept, and only then (docs/decisions/0004)."""
+    since = _plan.resident_bytes()
+    blocks = [np.ones(1000) for _ in range(10_000)]  # 80 MB of 8 KB heap blocks
+    del blocks[::2]  # half freed, between live ones: no free top of the heap to trim by itself
+    grown = _plan.resident_bytes() - since
+    assert grown > 60 * 2**20
+    assert not _plan.release_freed_memory(since, keep=grown + 2**20)
+    before = _plan.resident_bytes()
+    assert _plan.release_freed_memory(since, keep=2**20)
+    assert before - _plan.resident_bytes() > 15 * 2**20
+    del blocks
+
+
+def test_planned_fit_releases_only_at_the_outermost_call(monkeypatch):
+    calls = []
+    monkeypatch.setattr(_plan, "release_freed_memory", lambda since, keep=0: calls.append((since, keep)))
+    monkeypatch.setattr(_plan, "_MALLOC_TRIM", lambda pad: 0)
+    owner, inner = object(), object()
+    with _plan.planned_call(owner, 2**30, release=True):
+        with _plan.planned_call(inner, 2**20, release=True):
+            pass
+        assert not calls
+    assert len(calls) == 1 and calls[0][1] == int(2**30 * _plan.SHARES["freed and kept"])
+    with _plan.planned_call(owner, 2**30):  # a predict
+        pass
+    assert len(calls) == 1

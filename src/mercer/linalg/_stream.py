@@ -144,7 +144,7 @@ def _planned(method, *, streamed: bool):
     @functools.wraps(method)
     def wrapper(self, *args, **kwargs):
         X = args[0] if args else kwargs.get("X")
-        with planned_call(self, getattr(self, "memory_budget", None), _call_device(self, X, fit)) as plan:
+        with planned_call(self, getattr(self, "memory_budget", None), _call_device(self, X, fit), release=fit) as plan:
             if fit:
                 return _all_or_nothing(method, self, args, kwargs)
             if not streamed or not args or not is_streamed(X, plan.budget):
