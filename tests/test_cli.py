@@ -149,7 +149,7 @@ def test_verbose_logs_with_timestamps(files, tmp_path, capsys):
     (["fit", "--data", "{root}/reg.csv", "--target", "target", "--model", "ridge", "--device", "tpu9",
       "--out", "{tmp}/m"], "device"),
     (["fit", "--data", "{root}/reg.csv", "--target", "target", "--model", "ridge", "--C", "2", "--out", "{tmp}/m"],
-     "--C applies to svc only, not ridge"),
+     "--C applies to svc, svr and nusvr only, not ridge"),
     (["fit", "--data", "{root}/reg.csv", "--target", "target", "--model", "svc", "--alpha", "2", "--out",
       "{tmp}/m"], "--alpha applies to the ridge models, not svc"),
     (["fit", "--data", "{root}", "--target", "target", "--model", "ridge", "--out", "{tmp}/m"], "is a directory"),

@@ -15,8 +15,8 @@ from sklearn.base import is_classifier
 
 from ..io import load, save
 from ..kernels import parse_kernel_spec
-from ..models import (KernelPCA, KernelRidge, KernelRidgeClassifier, KernelSVC, NystroemKernelRidge,
-                      NystroemKernelRidgeClassifier)
+from ..models import (KernelPCA, KernelRidge, KernelRidgeClassifier, KernelSVC, KernelSVR, NuSVC, NuSVR,
+                      NystroemKernelRidge, NystroemKernelRidgeClassifier)
 from ._arguments import MODELS
 from ._data import CLIError, is_large_input, read_table, streamed_table
 from ._prep import as_categorical, build_pipeline, categorical_columns, describe_plan, plan_columns
@@ -27,15 +27,15 @@ __all__ = ["MODELS", "Prepared", "build_estimator", "check_out_path", "final_est
 
 #: what 'mercer predict' applies: the models 'fit' writes, and those 'tune' writes
 APPLICABLE = frozenset(MODELS.values()) | {"KernelRidgeCV"}
-REGRESSORS = ("ridge", "nystroem-ridge")
-CLASSIFIERS = ("ridge-classifier", "nystroem-classifier", "svc")
+REGRESSORS = ("ridge", "nystroem-ridge", "svr", "nusvr")
+CLASSIFIERS = ("ridge-classifier", "nystroem-classifier", "svc", "nusvc")
 
 
 # -- models ---------------------------------------------------------------------------------------
 #: option -> (the models it applies to, how the error names them)
 _MODEL_OPTIONS = {
     "--alpha": (("ridge", "ridge-classifier", "nystroem-ridge", "nystroem-classifier"), "the ridge models"),
-    "--C": (("svc",), "svc only"),
+    "--C": (("svc", "svr", "nusvr"), "svc, svr and nusvr only"),
     "--n-components": (("kpca",), "kpca only"),
     "--centers": (("nystroem-ridge", "nystroem-classifier"), "the nystroem-ridge and nystroem-classifier models only"),
 }
@@ -61,6 +61,10 @@ def build_estimator(args):
         return KernelPCA(n_components=args.n_components or 2, **common)
     if args.model == "svc":
         return KernelSVC(C=1.0 if args.C is None else args.C, random_state=args.seed, **common)
+    if args.model in ("svr", "nusvr"):
+        return (KernelSVR if args.model == "svr" else NuSVR)(C=1.0 if args.C is None else args.C, **common)
+    if args.model == "nusvc":
+        return NuSVC(random_state=args.seed, **common)
     alpha = 1.0 if args.alpha is None else args.alpha
     if args.model.startswith("nystroem"):
         cls = NystroemKernelRidge if args.model == "nystroem-ridge" else NystroemKernelRidgeClassifier
