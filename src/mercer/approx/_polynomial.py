@@ -23,6 +23,7 @@ from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
 from .._backend import as_output, resolve_device, resolve_dtype, to_tensor
+from .._sparse import is_sparse
 from .._validation import check_array_like, check_params
 from ..kernels import Constant, Kernel, Linear, Polynomial, Scaled, Sum
 from ..linalg import StreamedMethodsMixin
@@ -63,6 +64,8 @@ class _PolyMap:
         self.dim = len(self.coef)
 
     def __call__(self, X: torch.Tensor) -> torch.Tensor:
+        if is_sparse(X):  # a block of rows (callers block them): its features are dense, C(d + p, p) of them
+            X = X.to_dense()
         ones = torch.full((X.shape[0], 1), math.sqrt(self.coef0), dtype=X.dtype, device=X.device)
         Xa = torch.cat([X * math.sqrt(self.gamma), ones], dim=1)
         index = torch.as_tensor(self.index, device=X.device)

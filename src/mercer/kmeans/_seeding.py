@@ -9,6 +9,7 @@ import torch
 
 from .. import _random as _rnd
 from .._backend import row_sq_norms
+from .._sparse import is_sparse
 from ..linalg import row_blocks
 
 __all__ = ["d2_sampling", "kmeans_plusplus", "seed_indices"]
@@ -97,7 +98,11 @@ def d2_sampling(X: torch.Tensor, k: int, generator: torch.Generator) -> torch.Te
     first = int(_rnd.randint(generator, n, (1,)))
     idx[0] = first
     sq = row_sq_norms(X)
-    d2 = (sq - 2.0 * (X @ X[first]) + sq[first]).clamp_min_(0.0)
+
+    def dots(p: int) -> torch.Tensor:  # <x_i, x_p> for every row
+        return X.dot_block(X[p:p + 1])[:, 0] if is_sparse(X) else X @ X[p]
+
+    d2 = (sq - 2.0 * dots(first) + sq[first]).clamp_min_(0.0)
     for j in range(1, k):
         total = float(d2.sum())
         if total <= 0.0:  # fewer distinct points than k: fill with unused points at random
@@ -109,5 +114,5 @@ def d2_sampling(X: torch.Tensor, k: int, generator: torch.Generator) -> torch.Te
             break
         p = int(_rnd.categorical(generator, d2))
         idx[j] = p
-        torch.minimum(d2, (sq - 2.0 * (X @ X[p]) + sq[p]).clamp_min_(0.0), out=d2)
+        torch.minimum(d2, (sq - 2.0 * dots(p) + sq[p]).clamp_min_(0.0), out=d2)
     return idx

@@ -256,5 +256,5 @@ class _GPBase(MultiOutputMixin, RegressorMixin, KernelEstimatorMixin, BaseEstima
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
-        tags.input_tags.sparse = True
+        tags.input_tags.sparse = self._sparse_refusal is None  # SparseGPRegressor refuses sparse X by name
         return tags

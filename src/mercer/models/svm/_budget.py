@@ -236,5 +236,5 @@ class BudgetSVC(KernelEstimatorMixin, ClassifierMixin, BaseEstimator):
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
-        tags.input_tags.sparse = True
+        tags.input_tags.sparse = False  # it refuses sparse X by name (_sparse_refusal)
         return tags

@@ -99,6 +99,11 @@ class ReducedSetSVC(KernelSVC):
     _sparse_refusal = ("it learns its reduced vectors' coordinates in input space (dense points). Use KernelSVC "
                        "(sparse support vectors), or pass X.toarray() if n_samples x n_features values fit in memory.")
 
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.input_tags.sparse = False  # it refuses sparse X by name (_sparse_refusal)
+        return tags
+
     _parameter_constraints: dict = {
         **{k: v for k, v in KernelSVC._parameter_constraints.items()
            if k not in ("probability", "approximation", "n_components", "break_ties")},
