@@ -196,3 +196,23 @@ def test_nystroem_objectives_equal_the_dense_computation(data, name, objective, 
     assert float(abs(vb - vd) / abs(vd)) < 1e-10
     for a, b in zip(gb, gd):
         assert rel(a, b) < 1e-8
+
+
+@pytest.mark.parametrize("stage", ["statistics", "gradient"])
+def test_both_passes_report_their_blocks_and_stop_between_them(data, stage):
+    from mercer.linalg import observe_blocks
+
+    X, Y, _, Z = data
+    lk = LearnableKernel(RBF(gamma=[0.3, 0.8, 0.5]), D)
+    seen = []
+
+    def observer(desc, done, total):
+        seen.append((desc, done))
+        if stage in (desc or "") and done < total:
+            raise KeyboardInterrupt
+
+    theta = torch.tensor(lk.theta0, requires_grad=True)
+    with observe_blocks(observer), pytest.raises(KeyboardInterrupt):
+        st = kernel_statistics(lk.at, theta, Z, X, Y, memory_budget=BUDGET, desc="probe")
+        torch.autograd.grad(st.gram.sum() + st.rhs.sum(), theta)
+    assert seen[-1] == (f"probe: {stage}", seen[-1][1]) and seen[-1][1] < N

@@ -124,3 +124,21 @@ def test_sparse_gp_learns_within_a_budget_smaller_than_its_n_by_m_matrices(data)
     big = mercer.SparseGPRegressor(**kw).fit(X, y)
     np.testing.assert_allclose(small.theta_, big.theta_, rtol=1e-5, atol=1e-7)
     assert rmse(small.predict(Xs), ys) < 0.5
+
+
+def test_the_classifier_learns_on_the_codes_and_predicts_labels():
+    from sklearn.datasets import load_breast_cancer
+
+    X, y = load_breast_cancer(return_X_y=True)
+    X = StandardScaler().fit_transform(X)
+    labels = np.where(y == 1, "benign", "malignant")
+    rng = np.random.RandomState(0)
+    idx = rng.permutation(len(y))
+    tr, te = idx[:400], idx[400:]
+    kw = dict(n_centers=40, random_state=0, dtype="float64")
+    cv = mercer.NystroemKernelRidgeClassifierCV(alpha=1e2, gamma=0.1, max_iter=20, **kw).fit(X[tr], labels[tr])
+    fixed = mercer.NystroemKernelRidgeClassifier(alpha=1e2, gamma=0.1, **kw).fit(X[tr], labels[tr])
+    assert list(cv.classes_) == ["benign", "malignant"]
+    assert cv.decision_function(X[te]).shape == (len(te),)
+    assert cv.score(X[te], labels[te]) > fixed.score(X[te], labels[te]) + 0.1
+    assert cv.kernel_.gamma < 0.1 and cv.cv_error_ < cv.objective_path_[0]

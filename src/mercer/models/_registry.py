@@ -193,6 +193,9 @@ ESTIMATORS: tuple[Estimator, ...] = (
     Estimator("NystroemKernelRidgeClassifier", _models("ridge"), CLASSIFIER, (
         Example({"random_state": 0}, expected_failed_checks=_FLOAT32),
     ), cli="nystroem-classifier", expected_failed_checks=_SAMPLED_CENTRES),
+    Estimator("NystroemKernelRidgeClassifierCV", _models("ridge"), CLASSIFIER, (
+        Example({"max_iter": 5, "dtype": "float64", "random_state": 0}),
+    ), expected_failed_checks=_SAMPLED_CENTRES, quiet=(_CONVERGENCE,)),
     Estimator("RandomFeatureRidge", _models("ridge"), REGRESSOR, (Example({"n_components": 20, "random_state": 0}),)),
     # The checks fit on as few as 10 samples, so n_components <= 10; with 10 components the fit to
     # the 200-point set of check_regressors_train scores R^2 ~ 0.2-0.4 < 0.5 (an approximation, not

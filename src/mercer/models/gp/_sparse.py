@@ -76,8 +76,9 @@ def sgpr_bound_from_statistics(stats, Kuu: torch.Tensor, noise, jitter: float) -
 class SparseGPRegressor(_GPBase):
     """Sparse GP regression with inducing points: SGPR, Titsias' collapsed variational bound.
 
-    Costs O(n M^2) per evaluation instead of O(n^3); the final statistics are accumulated over
-    blocks of rows, so only n x M (not n x n) kernel blocks are formed.
+    Costs O(n M^2) per evaluation instead of O(n^3). Learning evaluates the bound and its gradient
+    in two blocked passes over the rows (:func:`mercer.linalg.kernel_statistics`), and the final
+    statistics are accumulated over blocks too: memory O(block + M^2) at any n, no n x M matrix.
 
     Parameters
     ----------

@@ -4,9 +4,10 @@ the FALKON preconditioner, random-feature ridge and sketched ridge."""
 from ._cv import KernelRidgeCV
 from ._exact import KernelRidge, KernelRidgeClassifier
 from ._nystroem import NystroemKernelRidge, NystroemKernelRidgeClassifier
-from ._nystroem_cv import NystroemKernelRidgeCV
+from ._nystroem_cv import NystroemKernelRidgeClassifierCV, NystroemKernelRidgeCV
 from ._random_features import RandomFeatureRidge
 from ._sketched import SketchedKernelRidge
 
 __all__ = ["KernelRidge", "KernelRidgeCV", "KernelRidgeClassifier", "NystroemKernelRidge",
-           "NystroemKernelRidgeCV", "NystroemKernelRidgeClassifier", "RandomFeatureRidge", "SketchedKernelRidge"]
+           "NystroemKernelRidgeCV", "NystroemKernelRidgeClassifier",
+           "NystroemKernelRidgeClassifierCV", "RandomFeatureRidge", "SketchedKernelRidge"]

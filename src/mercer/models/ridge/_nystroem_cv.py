@@ -30,7 +30,7 @@ from numbers import Integral, Real
 import numpy as np
 import scipy.sparse as sp
 import torch
-from sklearn.base import BaseEstimator, MultiOutputMixin, RegressorMixin
+from sklearn.base import BaseEstimator, ClassifierMixin, MultiOutputMixin, RegressorMixin
 from sklearn.utils.validation import check_is_fitted
 
 from ..._backend import check_random_state, make_generator, to_numpy
@@ -41,9 +41,10 @@ from ...linalg import kernel_statistics
 from ...sources import RowSource
 from .._base import COMPUTE_CONSTRAINTS, KERNEL_CONSTRAINTS, KernelEstimatorMixin
 from .._hyperopt import OPTIMIZER_CONSTRAINTS, check_bounds, check_target_scale, chol_with_jitter, optimize, report
-from ._nystroem import NystroemKernelRidge
+from ._exact import _classification_targets
+from ._nystroem import NystroemKernelRidge, NystroemKernelRidgeClassifier
 
-__all__ = ["NystroemKernelRidgeCV", "nystroem_gcv", "nystroem_holdout_error"]
+__all__ = ["NystroemKernelRidgeCV", "NystroemKernelRidgeClassifierCV", "nystroem_gcv", "nystroem_holdout_error"]
 
 log = logging.getLogger(__name__)
 
@@ -91,74 +92,8 @@ def nystroem_holdout_error(stats, K_mm: torch.Tensor, alpha, *, fit_intercept: b
 _OBJECTIVES = {"gcv": nystroem_gcv, "holdout": nystroem_holdout_error}
 
 
-class NystroemKernelRidgeCV(MultiOutputMixin, RegressorMixin, KernelEstimatorMixin, BaseEstimator):
-    """Nyström kernel ridge with its kernel hyperparameters, ``alpha`` and optionally its centres
-    learned by L-BFGS on a closed-form validation objective, at any number of rows.
-
-    Each evaluation of the objective and its gradient is two blocked passes over the data
-    (:func:`mercer.linalg.kernel_statistics`): memory O(block + M^2), never ``n x M``; ``X`` may be a
-    row source streamed from disk (:mod:`mercer.sources`). Learning computes in float64. The model
-    with the learned values is then fitted as an ordinary :class:`NystroemKernelRidge` (``estimator_``).
-
-    Parameters
-    ----------
-    alpha : float, default=1.0
-        Regularisation as in :class:`NystroemKernelRidge` (an unnormalised sum of squares); the
-        starting value when ``learn_alpha``.
-    kernel : str or mercer Kernel, default="rbf"
-        Any mercer kernel, composites included; its positive hyperparameters (per feature for an
-        ARD kernel: ``RBF(gamma=[...])``) are learned from the values given.
-    gamma, degree, coef0, kernel_params :
-        Passed to a kernel given by name (starting values).
-    n_centers : int or "auto", default="auto"
-        As in :class:`NystroemKernelRidge`: ``min(n, max(100, 5 sqrt(n)))`` for "auto".
-    centers : {"uniform", "kmeans++", "kmeans", "leverage", "greedy"} or array, default="uniform"
-        The starting centres (see :class:`NystroemKernelRidge`).
-    objective : {"gcv", "holdout"}, default="gcv"
-        Generalised cross-validation on all rows, or the mean squared error on a random
-        ``validation_fraction`` of them of the model fitted on the others.
-    validation_fraction : float in (0, 1), default=0.2
-        For ``objective="holdout"``.
-    learn_alpha : bool, default=True
-    learn_centers : bool, default=False
-        Learn the centres' coordinates too (kernels differentiable in their inputs; M x d more
-        unknowns, unbounded, not perturbed by restarts).
-    optimizer : {"lbfgs", "adam"} or None, default="lbfgs"
-        None evaluates the objective at the given values only.
-    n_restarts_optimizer : int, default=0
-        Extra starts, perturbed by up to a factor 10 in every hyperparameter.
-    max_iter : int, default=50
-        Optimiser iterations per start.
-    hyperparameter_bounds : (float, float), default=(1e-5, 1e5)
-        In length-scale units (see :class:`mercer.kernels.LearnableKernel`).
-    alpha_bounds : (float, float), default=(1e-8, 1e8)
-    fit_intercept, solver, tol, dtype :
-        Of the final :class:`NystroemKernelRidge` (``tol``: its conjugate gradient's).
-    random_state, device, memory_budget :
-        As everywhere in mercer (``random_state`` draws the centres, the validation rows and the restarts).
-
-    Attributes
-    ----------
-    kernel_ : Kernel
-        The learned kernel.
-    alpha_ : float
-    centers_ : tensor of shape (M, n_features_in_)
-        The centres (learned with ``learn_centers``).
-    cv_error_ : float
-        The objective at the learned values.
-    objective_path_ : ndarray
-        The objective at every evaluation, the starts one after the other (NaN where it could not be
-        evaluated).
-    estimator_ : NystroemKernelRidge
-        Fitted on all rows with ``kernel_``, ``alpha_`` and ``centers_``.
-    coef_, intercept_ :
-        Those of ``estimator_``.
-    theta_ : ndarray, hyperparameter_names_ : list of str
-        The learned log-hyperparameters (kernel, then ``alpha``; the centres are not included).
-    optimizer_results_ : list of dict
-    n_evals_, n_iter_ : int
-    learning_time_ : float
-    """
+class _NystroemCVBase(KernelEstimatorMixin, BaseEstimator):
+    """The learning of :class:`NystroemKernelRidgeCV` and :class:`NystroemKernelRidgeClassifierCV`."""
 
     _streams_fit = True  # fit reads a streamed X (mercer.sources) block by block
     _parameter_constraints: dict = {
@@ -179,51 +114,24 @@ class NystroemKernelRidgeCV(MultiOutputMixin, RegressorMixin, KernelEstimatorMix
         "tol": [Interval(Real, 0, None, closed="left")],
         "random_state": ["random_state"],
     }
+    _FINAL_PARAMS = ("fit_intercept", "solver", "tol", "random_state", "device", "dtype", "memory_budget")
 
-    def __init__(self, alpha=1.0, *, kernel="rbf", gamma=None, degree=3, coef0=1, kernel_params=None,
-                 n_centers="auto", centers="uniform", objective="gcv", validation_fraction=0.2, learn_alpha=True,
-                 learn_centers=False, optimizer="lbfgs", n_restarts_optimizer=0, max_iter=50,
-                 hyperparameter_bounds=(1e-5, 1e5), alpha_bounds=(1e-8, 1e8), fit_intercept=True, solver="auto",
-                 tol=1e-3, random_state=None, device=None, dtype="float32", memory_budget=None):
-        self.alpha = alpha
-        self.kernel = kernel
-        self.gamma = gamma
-        self.degree = degree
-        self.coef0 = coef0
-        self.kernel_params = kernel_params
-        self.n_centers = n_centers
-        self.centers = centers
-        self.objective = objective
-        self.validation_fraction = validation_fraction
-        self.learn_alpha = learn_alpha
-        self.learn_centers = learn_centers
-        self.optimizer = optimizer
-        self.n_restarts_optimizer = n_restarts_optimizer
-        self.max_iter = max_iter
-        self.hyperparameter_bounds = hyperparameter_bounds
-        self.alpha_bounds = alpha_bounds
-        self.fit_intercept = fit_intercept
-        self.solver = solver
-        self.tol = tol
-        self.random_state = random_state
-        self.device = device
-        self.dtype = dtype
-        self.memory_budget = memory_budget
+    def _check_rows(self, X) -> int:
+        n = X.shape[0]
+        if n < 2:
+            raise ValueError(f"{type(self).__name__} learns from validation errors, which need at least 2 samples; "
+                             f"got n_samples={n}.")
+        return n
 
-    # -- fit ----------------------------------------------------------------------------------------
-    def fit(self, X, y, sample_weight=None):
-        """Learn the hyperparameters (and centres) on ``(X, y)``, then fit ``estimator_`` with them."""
-        check_params(self)
+    def _final_params(self) -> dict:
+        return {name: getattr(self, name) for name in self._FINAL_PARAMS}
+
+    def _learn(self, X, Y: np.ndarray, sw):
+        """Learn ``kernel_``, ``alpha_`` and ``centers_`` from the targets ``Y`` (n, t)."""
         owner = type(self).__name__
         bounds_k = check_bounds(owner, "hyperparameter_bounds", self.hyperparameter_bounds)
         bounds_a = check_bounds(owner, "alpha_bounds", self.alpha_bounds)
-        X = self._validate_X(X, reset=True)
         n, d = X.shape
-        if n < 2:
-            raise ValueError(f"{owner} learns from validation errors, which need at least 2 samples; got n_samples={n}.")
-        y = self._validate_y(y, n)
-        check_target_scale(owner, y)
-        sw = self._sample_weight(sample_weight, X, n)
         self._setup_compute(X)
         kernel = self._resolve_kernel()
         if kernel.is_precomputed:
@@ -236,7 +144,7 @@ class NystroemKernelRidgeCV(MultiOutputMixin, RegressorMixin, KernelEstimatorMix
                 X.toarray() if sp.issparse(X) else np.asarray(X), **f64)
         rng = check_random_state(self.random_state)
         Z, M = self._initial_centers(Xt, kernel, n, d)
-        Y = torch.as_tensor(y.reshape(n, -1), **f64)
+        Y = torch.as_tensor(Y, **f64)
         W = self._weights(n, sw, rng, f64)
         lk = LearnableKernel(kernel, d, bounds_k)
         learn_z = bool(self.learn_centers) and lk.differentiable_inputs and self.optimizer is not None
@@ -277,11 +185,6 @@ class NystroemKernelRidgeCV(MultiOutputMixin, RegressorMixin, KernelEstimatorMix
         self.centers_ = Z
         log.info("%s: %s learned in %.1f s (%d evaluations): alpha=%.3g, kernel %r", owner, self.objective,
                  self.learning_time_, self.n_evals_, self.alpha_, self.kernel_)
-        self.estimator_ = NystroemKernelRidge(
-            alpha=self.alpha_, kernel=self.kernel_, centers=to_numpy(Z), fit_intercept=self.fit_intercept,
-            solver=self.solver, tol=self.tol, random_state=self.random_state, device=self.device, dtype=self.dtype,
-            memory_budget=self.memory_budget).fit(X, y, sample_weight=sample_weight)
-        return self
 
     def _initial_centers(self, Xt, kernel, n: int, d: int):
         """The starting centres (float64) and their number, by the rule of :class:`NystroemKernelRidge`."""
@@ -356,3 +259,188 @@ class NystroemKernelRidgeCV(MultiOutputMixin, RegressorMixin, KernelEstimatorMix
         tags = super().__sklearn_tags__()
         tags.input_tags.sparse = True
         return tags
+
+
+class NystroemKernelRidgeCV(MultiOutputMixin, RegressorMixin, _NystroemCVBase):
+    """Nyström kernel ridge with its kernel hyperparameters, ``alpha`` and optionally its centres
+    learned by L-BFGS on a closed-form validation objective, at any number of rows.
+
+    Each evaluation of the objective and its gradient is two blocked passes over the data
+    (:func:`mercer.linalg.kernel_statistics`): memory O(block + M^2), never ``n x M``; ``X`` may be a
+    row source streamed from disk (:mod:`mercer.sources`). Learning computes in float64. The model
+    with the learned values is then fitted as an ordinary :class:`NystroemKernelRidge` (``estimator_``).
+
+    Parameters
+    ----------
+    alpha : float, default=1.0
+        Regularisation as in :class:`NystroemKernelRidge` (an unnormalised sum of squares); the
+        starting value when ``learn_alpha``.
+    kernel : str or mercer Kernel, default="rbf"
+        Any mercer kernel, composites included; its positive hyperparameters (per feature for an
+        ARD kernel: ``RBF(gamma=[...])``) are learned from the values given.
+    gamma, degree, coef0, kernel_params :
+        Passed to a kernel given by name (starting values).
+    n_centers : int or "auto", default="auto"
+        As in :class:`NystroemKernelRidge`: ``min(n, max(100, 5 sqrt(n)))`` for "auto".
+    centers : {"uniform", "kmeans++", "kmeans", "leverage", "greedy"} or array, default="uniform"
+        The starting centres (see :class:`NystroemKernelRidge`).
+    objective : {"gcv", "holdout"}, default="gcv"
+        Generalised cross-validation on all rows, or the mean squared error on a random
+        ``validation_fraction`` of them of the model fitted on the others.
+    validation_fraction : float in (0, 1), default=0.2
+        For ``objective="holdout"``.
+    learn_alpha : bool, default=True
+    learn_centers : bool, default=False
+        Learn the centres' coordinates too (kernels differentiable in their inputs; M x d more
+        unknowns, unbounded, not perturbed by restarts).
+    optimizer : {"lbfgs", "adam"} or None, default="lbfgs"
+        None evaluates the objective at the given values only.
+    n_restarts_optimizer : int, default=0
+        Extra starts, perturbed by up to a factor 10 in every hyperparameter.
+    max_iter : int, default=50
+        Optimiser iterations per start.
+    hyperparameter_bounds : (float, float), default=(1e-5, 1e5)
+        In length-scale units (see :class:`mercer.kernels.LearnableKernel`).
+    alpha_bounds : (float, float), default=(1e-8, 1e8)
+    fit_intercept, solver, tol, dtype :
+        Of the final :class:`NystroemKernelRidge` (``tol``: its conjugate gradient's).
+    random_state, device, memory_budget :
+        As everywhere in mercer (``random_state`` draws the centres, the validation rows and the restarts).
+
+    Attributes
+    ----------
+    kernel_ : Kernel
+        The learned kernel.
+    alpha_ : float
+    centers_ : tensor of shape (M, n_features_in_)
+        The centres (learned with ``learn_centers``).
+    cv_error_ : float
+        The objective at the learned values.
+    objective_path_ : ndarray
+        The objective at every evaluation, the starts one after the other (NaN where it could not be
+        evaluated).
+    estimator_ : NystroemKernelRidge
+        Fitted on all rows with ``kernel_``, ``alpha_`` and ``centers_``.
+    coef_, intercept_ :
+        Those of ``estimator_``.
+    theta_ : ndarray, hyperparameter_names_ : list of str
+        The learned log-hyperparameters (kernel, then ``alpha``; the centres are not included).
+    optimizer_results_ : list of dict
+    n_evals_, n_iter_ : int
+    learning_time_ : float
+    """
+
+    def __init__(self, alpha=1.0, *, kernel="rbf", gamma=None, degree=3, coef0=1, kernel_params=None,
+                 n_centers="auto", centers="uniform", objective="gcv", validation_fraction=0.2, learn_alpha=True,
+                 learn_centers=False, optimizer="lbfgs", n_restarts_optimizer=0, max_iter=50,
+                 hyperparameter_bounds=(1e-5, 1e5), alpha_bounds=(1e-8, 1e8), fit_intercept=True, solver="auto",
+                 tol=1e-3, random_state=None, device=None, dtype="float32", memory_budget=None):
+        self.alpha = alpha
+        self.kernel = kernel
+        self.gamma = gamma
+        self.degree = degree
+        self.coef0 = coef0
+        self.kernel_params = kernel_params
+        self.n_centers = n_centers
+        self.centers = centers
+        self.objective = objective
+        self.validation_fraction = validation_fraction
+        self.learn_alpha = learn_alpha
+        self.learn_centers = learn_centers
+        self.optimizer = optimizer
+        self.n_restarts_optimizer = n_restarts_optimizer
+        self.max_iter = max_iter
+        self.hyperparameter_bounds = hyperparameter_bounds
+        self.alpha_bounds = alpha_bounds
+        self.fit_intercept = fit_intercept
+        self.solver = solver
+        self.tol = tol
+        self.random_state = random_state
+        self.device = device
+        self.dtype = dtype
+        self.memory_budget = memory_budget
+
+    def fit(self, X, y, sample_weight=None):
+        """Learn the hyperparameters (and centres) on ``(X, y)``, then fit ``estimator_`` with them."""
+        check_params(self)
+        X = self._validate_X(X, reset=True)
+        y = self._validate_y(y, self._check_rows(X))
+        check_target_scale(type(self).__name__, y)
+        self._learn(X, y.reshape(len(y), -1), self._sample_weight(sample_weight, X, len(y)))
+        self.estimator_ = NystroemKernelRidge(alpha=self.alpha_, kernel=self.kernel_, centers=to_numpy(self.centers_),
+                                              **self._final_params()).fit(X, y, sample_weight=sample_weight)
+        return self
+
+
+class NystroemKernelRidgeClassifierCV(ClassifierMixin, _NystroemCVBase):
+    """Classifier by Nyström kernel ridge on ±1 codes (one-vs-rest) whose kernel hyperparameters,
+    ``alpha`` and optionally centres are learned as in :class:`NystroemKernelRidgeCV` (the
+    objective averaged over the codes), then fitted as a :class:`NystroemKernelRidgeClassifier`.
+
+    Parameters
+    ----------
+    As :class:`NystroemKernelRidgeCV`, plus
+
+    class_weight : dict, "balanced" or None, default=None
+        Multiplies the sample weights, in learning and in the final fit.
+
+    Attributes
+    ----------
+    classes_ : ndarray of shape (n_classes,)
+    kernel_, alpha_, centers_, cv_error_, objective_path_, estimator_, coef_, intercept_, theta_,
+    hyperparameter_names_, optimizer_results_, n_evals_, n_iter_, learning_time_ :
+        As in :class:`NystroemKernelRidgeCV` (``estimator_`` a :class:`NystroemKernelRidgeClassifier`).
+    """
+
+    _parameter_constraints: dict = {
+        **_NystroemCVBase._parameter_constraints,
+        "class_weight": [dict, Options("balanced"), None],
+    }
+
+    def __init__(self, alpha=1.0, *, kernel="rbf", gamma=None, degree=3, coef0=1, kernel_params=None,
+                 n_centers="auto", centers="uniform", objective="gcv", validation_fraction=0.2, learn_alpha=True,
+                 learn_centers=False, optimizer="lbfgs", n_restarts_optimizer=0, max_iter=50,
+                 hyperparameter_bounds=(1e-5, 1e5), alpha_bounds=(1e-8, 1e8), fit_intercept=True, class_weight=None,
+                 solver="auto", tol=1e-3, random_state=None, device=None, dtype="float32", memory_budget=None):
+        self.alpha = alpha
+        self.kernel = kernel
+        self.gamma = gamma
+        self.degree = degree
+        self.coef0 = coef0
+        self.kernel_params = kernel_params
+        self.n_centers = n_centers
+        self.centers = centers
+        self.objective = objective
+        self.validation_fraction = validation_fraction
+        self.learn_alpha = learn_alpha
+        self.learn_centers = learn_centers
+        self.optimizer = optimizer
+        self.n_restarts_optimizer = n_restarts_optimizer
+        self.max_iter = max_iter
+        self.hyperparameter_bounds = hyperparameter_bounds
+        self.alpha_bounds = alpha_bounds
+        self.fit_intercept = fit_intercept
+        self.class_weight = class_weight
+        self.solver = solver
+        self.tol = tol
+        self.random_state = random_state
+        self.device = device
+        self.dtype = dtype
+        self.memory_budget = memory_budget
+
+    def fit(self, X, y, sample_weight=None):
+        """Learn the hyperparameters (and centres) on the ±1 codes of ``y``, then fit ``estimator_``."""
+        check_params(self)
+        X = self._validate_X(X, reset=True)
+        self._check_rows(X)
+        Y, sw = _classification_targets(self, X, y, sample_weight)
+        del self._binarizer  # the final classifier keeps its own
+        self._learn(X, Y, sw)
+        self.estimator_ = NystroemKernelRidgeClassifier(
+            alpha=self.alpha_, kernel=self.kernel_, centers=to_numpy(self.centers_), class_weight=self.class_weight,
+            **self._final_params()).fit(X, y, sample_weight=sample_weight)
+        return self
+
+    def decision_function(self, X):
+        check_is_fitted(self, "estimator_")
+        return self.estimator_.decision_function(self._validate_X(X, reset=False))
