@@ -1,0 +1,244 @@
+"""Hyperparameters learned at the scale of the fit: NystroemKernelRidgeCV and SparseGPRegressor (ARD RBF).
+
+Part 1, UCI regression (split 0 of ``--uci-dir`` / ``$MERCER_UCI_DIR``; absent: skipped), all training
+rows (``--n-train`` caps them), inputs and targets standardised with the training statistics, RMSE
+(and NLPD for the GPs) in standardised target units, on up to ``--n-test`` test rows. Every model
+has M = ``--centers`` centres / inducing points:
+
+* mercer ``NystroemKernelRidgeCV`` (ARD RBF: one gamma per feature, and alpha, learned by L-BFGS on
+  the blocked GCV; uniform centres, fixed);
+* mercer ``SparseGPRegressor`` (``1.0 * RBF(sigma=[sqrt(d)] * d)``, noise, output scale and the
+  k-means inducing points learned by L-BFGS on Titsias' bound through the blocked statistics);
+* scikit-learn ``HalvingGridSearchCV`` over ``make_pipeline(Nystroem(rbf, M), Ridge())``, gamma (9 values)
+  x alpha (5 values), 3-fold, successive halving over the rows (factor 3);
+* GPyTorch SGPR (``--gpytorch-python``, a separate interpreter with gpytorch installed; absent:
+  skipped) as its SGPR tutorial trains it: ``ScaleKernel(RBFKernel(ard_num_dims=d))`` in an
+  ``InducingPointKernel`` whose inducing points start at the first M training rows, constant
+  mean, Adam (lr 0.1) on the exact marginal likelihood for ``--gpytorch-iter`` iterations.
+
+Timings are wall clock, one torch / BLAS thread for every model (the machine is shared: compare
+ratios within a set, not absolute times); ``x best peer`` is the time over the fastest peer's.
+
+Part 2, memory: the peak RSS of ``SparseGPRegressor.fit`` (M = 300, d = 8, 2 L-BFGS iterations,
+fixed inducing points) in a fresh process at two n, against the peak of a process that only holds
+the same data: learning used to hold four n x M matrices (refused beyond its budget); now the
+extra memory does not grow with n.
+
+    python benchmarks/suites/tune.py --quick      # elevators, 3,000 rows, M = 100
+    python benchmarks/suites/tune.py --data elevators pol
+
+Results: ``benchmarks/results/tune/latest.{json,md}`` (``quick.*`` with ``--quick``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+import warnings
+from pathlib import Path
+
+import numpy as np
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # gp.py
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # _common.py
+from _common import (SkipSuite, Timer, fmt_bytes, git_state, load_average, machine_info, markdown_table,  # noqa: E402
+                     parse_suite_args, require_uci, run_isolated, suite_parser, write_results)
+from gp import load, nlpd, rmse  # noqa: E402
+
+SETS = ["pol", "elevators", "bike", "kin40k", "protein", "keggdirected", "keggundirected"]
+
+_GPYTORCH = r"""
+import json, sys, time
+import numpy as np, torch, gpytorch
+torch.set_num_threads(1)
+d = np.load(sys.argv[1])
+M, iters = int(sys.argv[2]), int(sys.argv[3])
+tx, ty = torch.tensor(d["Xtr"]), torch.tensor(d["ytr"])
+ex = torch.tensor(d["Xte"])
+
+class SGPR(gpytorch.models.ExactGP):
+    def __init__(self, x, y, likelihood):
+        super().__init__(x, y, likelihood)
+        self.mean_module = gpytorch.means.ConstantMean()
+        self.base_covar_module = gpytorch.kernels.ScaleKernel(gpytorch.kernels.RBFKernel(ard_num_dims=x.shape[1]))
+        self.covar_module = gpytorch.kernels.InducingPointKernel(self.base_covar_module,
+                                                                 inducing_points=x[:M, :].clone(), likelihood=likelihood)
+    def forward(self, x):
+        return gpytorch.distributions.MultivariateNormal(self.mean_module(x), self.covar_module(x))
+
+t0 = time.perf_counter()
+likelihood = gpytorch.likelihoods.GaussianLikelihood()
+model = SGPR(tx, ty, likelihood)
+model.train(); likelihood.train()
+opt = torch.optim.Adam(model.parameters(), lr=0.1)
+mll = gpytorch.mlls.ExactMarginalLogLikelihood(likelihood, model)
+for i in range(iters):
+    opt.zero_grad()
+    loss = -mll(model(tx), ty)
+    loss.backward()
+    opt.step()
+fit = time.perf_counter() - t0
+model.eval(); likelihood.eval()
+with torch.no_grad(), gpytorch.settings.fast_pred_var():
+    pred = likelihood(model(ex))
+print(json.dumps({"fit_s": fit, "mean": pred.mean.numpy().tolist(), "var": pred.variance.numpy().tolist(),
+                  "noise": float(likelihood.noise)}))
+"""
+
+
+def gpytorch_row(python, name, Xtr, ytr, Xte, yte, M, iters):
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "data.npz")
+        np.savez(path, Xtr=Xtr, ytr=ytr, Xte=Xte)
+        env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+        out = subprocess.run([python, "-c", _GPYTORCH, path, str(M), str(iters)], capture_output=True, text=True,
+                             env=env, check=False)
+    if out.returncode != 0:
+        print(f"GPyTorch failed on {name}: {out.stderr[-2000:]}", file=sys.stderr)
+        return None
+    r = json.loads(out.stdout.strip().splitlines()[-1])
+    m, v = np.asarray(r["mean"]), np.asarray(r["var"])  # the likelihood's: the noise included
+    return {"model": f"GPyTorch SGPR (Adam, {iters} iterations)", "rmse": rmse(yte, m), "nlpd": nlpd(yte, m, v),
+            "fit_s": r["fit_s"], "notes": f"noise {r['noise']:.3g}"}
+
+
+def rows_for(name, args):
+    from sklearn.experimental import enable_halving_search_cv  # noqa: F401
+    from sklearn.kernel_approximation import Nystroem
+    from sklearn.linear_model import Ridge
+    from sklearn.model_selection import HalvingGridSearchCV, KFold
+    from sklearn.pipeline import make_pipeline
+
+    from mercer.kernels import RBF
+    from mercer.models.gp import SparseGPRegressor
+    from mercer.models.ridge import NystroemKernelRidgeCV
+
+    rng = np.random.default_rng(0)
+    Xtr, ytr, Xte, yte = load(name, args.n_test, rng)
+    if len(ytr) > args.n_train:
+        sub = rng.choice(len(ytr), args.n_train, replace=False)
+        Xtr, ytr = Xtr[sub], ytr[sub]
+    n, d = Xtr.shape
+    M = args.centers
+    rows = []
+
+    def add(r):
+        r = {"data": name, "n_train": n, "d": d, "M": M, "nlpd": "n/a", "notes": "", **r}
+        print(f"{name:>12} {r['model']:<44} RMSE {r['rmse']:.4f}  fit {r['fit_s']:7.1f} s  {r['notes']}", flush=True)
+        rows.append(r)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with Timer() as t:
+            ny = NystroemKernelRidgeCV(kernel=RBF(gamma=[1.0 / (2 * d)] * d), alpha=1e-3 * n, n_centers=M,
+                                       max_iter=args.max_iter, random_state=0).fit(Xtr, ytr)
+        add({"model": "mercer NystroemKernelRidgeCV (ARD, GCV)", "rmse": rmse(yte, ny.predict(Xte)), "fit_s": t.seconds,
+             "notes": f"alpha/n {ny.alpha_ / n:.3g}, {ny.n_evals_} evaluations"})
+        with Timer() as t:
+            sg = SparseGPRegressor(n_inducing=M, kernel=1.0 * RBF(sigma=[math.sqrt(d)] * d), noise=0.1,
+                                   max_iter=args.max_iter, random_state=0).fit(Xtr, ytr)
+        m, s = sg.predict(Xte, return_std=True)
+        add({"model": "mercer SparseGPRegressor (ARD, L-BFGS)", "rmse": rmse(yte, m), "nlpd": nlpd(yte, m, s**2 + sg.noise_),
+             "fit_s": t.seconds, "notes": f"noise {sg.noise_:.3g}, {sum(r['n_evals'] for r in sg.optimizer_results_)} "
+                                          "evaluations"})
+        if "sklearn" in args.refs:
+            grid = {"nystroem__gamma": np.logspace(-2, 2, 9) / (2 * d), "ridge__alpha": np.logspace(-4, 0, 5)}
+            pipe = make_pipeline(Nystroem(kernel="rbf", n_components=M, random_state=0), Ridge())
+            with Timer() as t:
+                hs = HalvingGridSearchCV(pipe, grid, factor=3, cv=KFold(3, shuffle=True, random_state=0),
+                                         scoring="neg_mean_squared_error", random_state=0).fit(Xtr, ytr)
+            best = hs.best_params_
+            add({"model": "sklearn HalvingGridSearchCV(Nystroem + Ridge)", "rmse": rmse(yte, hs.predict(Xte)),
+                 "fit_s": t.seconds, "notes": f"gamma {best['nystroem__gamma']:.3g}, alpha {best['ridge__alpha']:.3g}, "
+                                              f"{sum(hs.n_candidates_)} candidate fits x 3 folds"})
+        if "gpytorch" in args.refs and args.gpytorch_python:
+            r = gpytorch_row(args.gpytorch_python, name, Xtr, ytr, Xte, yte, M, args.gpytorch_iter)
+            if r is not None:
+                add(r)
+    peers = [r["fit_s"] for r in rows if not r["model"].startswith("mercer")]
+    for r in rows:
+        r["x best peer"] = r["fit_s"] / min(peers) if peers else "n/a"
+    return rows
+
+
+def _sgpr_fit(n, m, d, fit):
+    import mercer
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(n, d))
+    y = np.sin(X[:, 0]) + 0.1 * rng.normal(size=n)
+    if fit:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            mercer.SparseGPRegressor(n_inducing=m, inducing_init="random", learn_inducing=False, max_iter=2,
+                                     random_state=0).fit(X, y)
+    return n
+
+
+def memory_rows(args):
+    rows = []
+    for n in args.memory_n:
+        base = run_isolated(_sgpr_fit, n, 300, 8, False)
+        fit = run_isolated(_sgpr_fit, n, 300, 8, True)
+        r = {"n": n, "M": 300, "peak RSS, data only": fmt_bytes(base.peak_rss_bytes),
+             "peak RSS, fit": fmt_bytes(fit.peak_rss_bytes),
+             "fit - data only": fmt_bytes(fit.peak_rss_bytes - base.peak_rss_bytes),
+             "4 n x M float64 (held before)": fmt_bytes(4 * n * 300 * 8), "fit_s": fit.seconds}
+        print(r, flush=True)
+        rows.append(r)
+    return rows
+
+
+def main(argv=None):
+    p = suite_parser("tune", __doc__.splitlines()[0], refs=("sklearn", "gpytorch"), data=("uci",),
+                     quick="elevators only, 3,000 training rows, M = 100, 20 iterations; memory at n = 5,000 and 20,000")
+    p.add_argument("--data", nargs="+", default=None, help=f"UCI sets (default {' '.join(SETS)})")
+    p.add_argument("--n-train", type=int, default=None, help="training rows at most (default all; --quick 3000)")
+    p.add_argument("--n-test", type=int, default=5000)
+    p.add_argument("--centers", type=int, default=None, help="M (default 500; --quick 100)")
+    p.add_argument("--max-iter", type=int, default=None, help="L-BFGS iterations (default 50; --quick 20)")
+    p.add_argument("--gpytorch-python", default=os.environ.get("GPYTORCH_PYTHON"),
+                   help="interpreter with gpytorch installed (default $GPYTORCH_PYTHON; absent: skipped)")
+    p.add_argument("--gpytorch-iter", type=int, default=50, help="Adam iterations (the tutorial's 50)")
+    p.add_argument("--memory-n", type=int, nargs="+", default=None, help="n of the memory part (default 25000 100000)")
+    p.add_argument("--no-memory", dest="memory", action="store_false")
+    args = parse_suite_args(p, argv)
+    args.data = args.data or (["elevators"] if args.quick else SETS)
+    args.n_train = args.n_train or (3000 if args.quick else 10**9)
+    args.centers = args.centers or (100 if args.quick else 500)
+    args.max_iter = args.max_iter or (20 if args.quick else 50)
+    args.memory_n = args.memory_n or ([5000, 20000] if args.quick else [25000, 100000])
+    if args.gpytorch_python and not Path(args.gpytorch_python).exists():
+        args.gpytorch_python = None
+    from threadpoolctl import threadpool_limits
+
+    parts, tables = {}, []
+    if require_uci("tune") is not None:
+        torch.set_num_threads(1)
+        rows = []
+        with threadpool_limits(1):
+            for name in args.data:
+                rows += rows_for(name, args)
+        parts["uci"] = rows
+        tables.append(markdown_table(rows, ["data", "n_train", "d", "M", "model", "rmse", "nlpd", "fit_s", "x best peer",
+                                            "notes"]))
+    if args.memory:
+        parts["memory"] = memory_rows(args)
+        tables.append(markdown_table(parts["memory"]))
+    if not parts:
+        raise SkipSuite("tune: nothing to run")
+    text = "\n\n".join(tables)
+    print(text)
+    write_results(args, {"args": {k: str(v) for k, v in vars(args).items()}, "machine": machine_info(),
+                         "load": load_average(), "git": git_state(), "parts": parts},
+                  f"Machine: {machine_info()}; load {load_average()}; git {git_state()}\n\n{text}",
+                  title="Hyperparameters learned at the scale of the fit")
+
+
+if __name__ == "__main__":
+    main()
