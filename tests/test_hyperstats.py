@@ -79,10 +79,14 @@ def test_statistics_and_their_gradients_equal_the_dense_computation(data, name):
         assert rel(a, b) < 1e-8
 
 
-@pytest.mark.parametrize("kind", ["npy", "parquet"])
+@pytest.mark.parametrize("kind", ["npy", "parquet", "dask"])
 def test_streamed_from_a_source_equals_in_memory(data, tmp_path, kind):
+    """(A Dask collection is read block by block in this process: the passes do not run on workers.)"""
     X, Y, W, Z0 = data
-    if kind == "npy":
+    if kind == "dask":
+        da = pytest.importorskip("dask.array")
+        src = sources.as_source(da.from_array(X.numpy(), chunks=(45, -1)))
+    elif kind == "npy":
         np.save(tmp_path / "x.npy", X.numpy())
         src = sources.as_source(str(tmp_path / "x.npy"))
     else:
