@@ -73,8 +73,8 @@ _QUICK = {"KernelRidgeCV": {"max_iter": 3}, "SparseGPRegressor": {"max_iter": 3}
           "GaussianProcessRegressor": {"max_iter": 3}}
 #: parameters whose large valid values only cost time (more fits, restarts, iterations): at most 8
 _COSTLY = {"n_init", "n_restarts_optimizer", "max_iter", "n_local_trials", "cg_max_iter", "n_iter_no_change"}
-#: known, not fixed here (reported): SMO with tol below ~1e-12 and max_iter=-1 does not stop
-_KNOWN = {("KernelSVC", "tol"): lambda v: v < 1e-12, ("ReducedSetSVC", "tol"): lambda v: v < 1e-12}
+#: known, not fixed here (reported): (estimator, parameter) -> the values the fuzz leaves out
+_KNOWN: dict = {}
 
 
 def _estimator(name: str, **params):
@@ -447,3 +447,69 @@ def test_inputs(name):
 @pytest.mark.parametrize("name", NAMES)
 def test_inputs_long(name):
     _fuzz(input_case(name), _run_input_case, LONG, name)
+
+
+# -- cases the fuzz found, kept as regressions ----------------------------------------------------------
+@pytest.mark.parametrize("name", ["KernelSVC", "ReducedSetSVC"])
+def test_svm_tol_below_the_gradient_resolution_stops(name):
+    """tol=1e-300 with max_iter=-1 ran SMO to LIBSVM's 10^7-iteration limit (no float64 gradient resolves
+    such a KKT violation): it is raised to 1e-12 with a NumericalWarning naming tol, and converges there."""
+    from mercer.linalg import NumericalWarning
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((40, 3))
+    y = (X[:, 0] + 0.5 * rng.standard_normal(40) > 0).astype(int)
+    with pytest.warns(NumericalWarning, match=r"tol=1e-300 is below .* at tol=1e-12"):
+        tiny = _estimator(name, tol=1e-300, max_iter=-1).fit(X, y)
+    assert tiny.fit_status_ == 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", NumericalWarning)
+        floor = _estimator(name, tol=1e-12, max_iter=-1).fit(X, y)
+    np.testing.assert_array_equal(tiny.decision_function(X), floor.decision_function(X))
+
+
+@pytest.mark.parametrize("name, params, named", [
+    ("RandomMaclaurin", {"degree": 2**32}, "degree=4294967296"),
+    ("RandomMaclaurin", {"degree": 2**32, "coef0": 0.0}, "degree=4294967296"),
+    ("RandomMaclaurin", {"n_components": 2**32}, "n_components=4294967296"),
+    ("PolynomialFeatureMap", {"degree": 2**32}, "degree=4294967296"),
+])
+def test_feature_maps_refuse_tables_beyond_the_budget(name, params, named):
+    """Parameters at 2**32 were a 4e9-long Python loop (the Maclaurin coefficients, the monomials) or an
+    allocation failure in torch: now a MemoryBudgetError naming the parameter, before any table is built."""
+    import mercer
+
+    X = np.random.default_rng(0).standard_normal((5, 3))
+    with mercer.config_context(memory_budget=2**30), \
+            pytest.raises(MemoryBudgetError, match=re.escape(named) + r".*more than the memory budget.*smaller"):
+        _estimator(name, **params).fit(X)
+
+
+def test_random_maclaurin_degree_beyond_float64_probabilities():
+    """coef0 = 0 puts every feature on the degree p, whose q^-(p+1) underflows past p ~ 1,074: all
+    features on it (was a NaN distribution in torch.multinomial), or a clear error when even its
+    coefficient gamma^p underflows."""
+    X = np.random.default_rng(0).standard_normal((5, 3)) * 0.3
+    est = _estimator("RandomMaclaurin", degree=1200, coef0=0.0, gamma=1.0, n_components=6).fit(X)
+    assert (est.feature_degrees_ == 1200).all()
+    with pytest.raises(ValueError, match=r"Maclaurin coefficient .* underflows .* degree=3000"):
+        _estimator("RandomMaclaurin", degree=3000, coef0=0.0, gamma=0.1).fit(X)
+
+
+@pytest.mark.parametrize("dtype", ["float64", "Float64"])
+def test_sparse_gp_on_a_one_column_frame(dtype):
+    """A one-column DataFrame (plain or nullable) fits and predicts as its numpy array; a missing value
+    in it is named."""
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((30, 1))
+    y = np.sin(3 * X[:, 0]) + 0.1 * rng.standard_normal(30)
+    frame = pd.DataFrame(X, columns=["f0"]).astype(dtype)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        a = _estimator("SparseGPRegressor").fit(frame, pd.Series(y).astype(dtype))
+        b = _estimator("SparseGPRegressor").fit(X, y)
+    np.testing.assert_allclose(a.predict(frame), b.predict(X), rtol=1e-10)
+    if dtype == "Float64":
+        frame.iloc[0, 0] = pd.NA
+        with pytest.raises(ValueError, match=r"\bX\b.*NaN|NaN.*\bX\b"):
+            _estimator("SparseGPRegressor").fit(frame, y)

@@ -26,7 +26,7 @@ from .._backend import as_output, resolve_device, resolve_dtype, to_tensor
 from .._sparse import is_sparse
 from .._validation import check_array_like, check_params
 from ..kernels import Constant, Kernel, Linear, Polynomial, Scaled, Sum
-from ..linalg import StreamedMethodsMixin
+from ..linalg import MemoryBudgetError, StreamedMethodsMixin, default_memory_budget, format_bytes
 from ._constraints import COMPUTE_CONSTRAINTS, POLYNOMIAL_CONSTRAINTS
 from ._finite import check_finite
 from ._stream import fit_source
@@ -55,11 +55,29 @@ def _monomials(n_features: int, degree: int, coef0: float):
     return index, coef
 
 
+def _count(k: int) -> str:
+    """An integer count, however large (``2**4000`` is no float)."""
+    return f"{k:,}" if k < 10**15 else f"about 10^{len(str(k)) - 1}"
+
+
+def _count_bytes(k: int) -> str:
+    return format_bytes(k) if k < 2**60 else f"{_count(k)} bytes"
+
+
 class _PolyMap:
     """Callable feature map of one polynomial kernel on ``n_features`` inputs."""
 
-    def __init__(self, n_features: int, degree: int, gamma: float, coef0: float):
+    def __init__(self, n_features: int, degree: int, gamma: float, coef0: float, *, owner: str = "PolynomialFeatureMap"):
         self.n_features, self.degree, self.gamma, self.coef0 = n_features, degree, gamma, coef0
+        # its tables, before they are built: (D, p) indices, D coefficients, and the (D, d + 1) powers
+        dim = polynomial_feature_dim(n_features, degree, coef0)
+        need = dim * (degree + n_features + 2) * np.dtype(np.int64).itemsize
+        budget = default_memory_budget()
+        if need > budget:
+            raise MemoryBudgetError(
+                f"{owner}: degree={degree} on {n_features} features makes {_count(dim)} monomial features, whose "
+                f"tables need {_count_bytes(need)}, more than the memory budget of {format_bytes(budget)}. Use a smaller "
+                "degree, or TensorSketch / RandomMaclaurin (n_components random features of the same kernel).")
         self.index, self.coef = _monomials(n_features, degree, coef0)
         self.dim = len(self.coef)
 

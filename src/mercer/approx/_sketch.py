@@ -41,7 +41,8 @@ from .._backend import as_output, make_generator, num_threads, resolve_device, r
 from .._sparse import is_sparse
 from .._validation import Interval, check_array_like, check_params
 from ..kernels import Linear, Polynomial
-from ..linalg import SKETCH_SLAB_BYTES, StreamedMethodsMixin, default_memory_budget, plan_rows, row_blocks
+from ..linalg import (SKETCH_SLAB_BYTES, MemoryBudgetError, StreamedMethodsMixin, default_memory_budget, format_bytes,
+                      plan_rows, row_blocks)
 from ._constraints import COMPUTE_CONSTRAINTS, KERNEL_CONSTRAINTS, N_COMPONENTS, POLYNOMIAL_CONSTRAINTS
 from ._finite import check_finite
 from ._stream import fit_source
@@ -275,15 +276,27 @@ class RandomMaclaurin(_PolySketchBase):
     def _draw(self, d: int, m: int, gen: torch.Generator) -> None:
         q = self.p_base
         p, g, c = self.degree_, self.gamma_, self.coef0_
+        self._check_size(d, m)
+        # P(N = n) ~ q^-(n+1) is 0 in float64 beyond `top`: only those degrees' coefficients are needed
+        top = p if c == 0 else min(p, int(1100 * math.log(2) / math.log(q)) + 1)
         try:
-            coef = np.array([math.comb(p, n) * c ** (p - n) * g ** n for n in range(p + 1)])
+            coef = np.zeros(p + 1)
+            coef[:top + 1] = [0.0 if c == 0 and n < p else math.comb(p, n) * c ** (p - n) * g ** n
+                              for n in range(top + 1)]
         except OverflowError:
             coef = np.array([np.inf])
         if not np.all(np.isfinite(coef)):
             raise ValueError(f"{type(self).__name__}: the kernel's Maclaurin coefficients C(p, n) coef0^(p-n) gamma^n "
                              f"overflow float64 with gamma={g:.3g}, coef0={c:.3g}, degree={p}; use a smaller gamma "
                              "or coef0 (or rescale X).")
-        prob = np.where(coef > 0, float(q) ** -(np.arange(p + 1) + 1.0), 0.0)
+        if not (coef > 0).any():
+            raise ValueError(f"{type(self).__name__}: every Maclaurin coefficient C(p, n) coef0^(p-n) gamma^n underflows "
+                             f"to 0 in float64 with gamma={g:.3g}, coef0={c:.3g}, degree={p}; use a larger gamma or "
+                             "coef0, or a smaller degree.")
+        with np.errstate(under="ignore"):
+            prob = np.where(coef > 0, float(q) ** -(np.arange(p + 1) + 1.0), 0.0)
+        if not prob.sum() > 0:  # coef0 = 0 and a degree whose q^-(p+1) underflows: all features on it
+            prob = (coef > 0).astype(np.float64)
         prob /= prob.sum()
         degrees = torch.multinomial(torch.as_tensor(prob), m, replacement=True, generator=gen)
         degrees = np.sort(degrees.numpy())
@@ -298,6 +311,22 @@ class RandomMaclaurin(_PolySketchBase):
             n: (torch.randint(0, 2, (n, d, int(cnt)), generator=gen) * 2 - 1).to(self._device, self._dtype)
             for n, cnt in enumerate(self._counts) if cnt and n > 0
         }
+
+    def _check_size(self, d: int, m: int) -> None:
+        """Refuse, before drawing, maps whose tables do not fit the memory budget: per degree a coefficient
+        and a probability, per feature a weight, a degree and (at least one, with coef0 = 0 ``degree``)
+        d-vector of Rademacher signs."""
+        item = torch.empty(0, dtype=self._dtype).element_size()
+        per_feature = 2 * np.dtype(np.int64).itemsize + item * d * (self.degree_ if self.coef0_ == 0 else 1)
+        need = 2 * (self.degree_ + 1) * np.dtype(np.float64).itemsize + m * per_feature
+        budget = default_memory_budget(self._device)
+        if need > budget:
+            raise MemoryBudgetError(
+                f"{type(self).__name__}: degree={self.degree_}, n_components={m} on {d} features need at least "
+                f"{format_bytes(need)} for the map's tables and projections, more than the memory budget of "
+                f"{format_bytes(budget)}. Use a smaller degree or n_components"
+                + (" (or coef0 > 0: with coef0 = 0 every feature multiplies `degree` projections)" if self.coef0_ == 0
+                   else "") + ", or raise the memory budget (mercer.config_context(memory_budget=...)).")
 
     def _bytes_per_row(self, item: int) -> int:
         return item * (self.n_features_in_ + 3 * self._n_features_out)

@@ -13,10 +13,12 @@ one-class SVM (:class:`~mercer.models.svm.OneClassSVM`).
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import torch
 
-from ...linalg import SVM_BATCH_BYTES, MiB, plan_rows
+from ...linalg import SVM_BATCH_BYTES, MiB, NumericalWarning, plan_rows
 from ._smo import SMOResult, solve_smo
 
 __all__ = ["solve_on"]
@@ -28,6 +30,20 @@ MAX_BATCH = 64
 MIN_BATCH = 8
 #: Bytes per entry of the kernel-row cache: float32 rows, as LIBSVM's.
 CACHE_ITEMSIZE = 4
+#: Smallest stopping tolerance SMO is run with: its float64 gradient, updated a column at a time,
+#: does not resolve smaller KKT violations (tol=1e-300 ran to the 10^7-iteration limit; 1e-13 stops).
+TOL_MIN = 1e-12
+
+
+def solver_tol(est) -> float:
+    """``est.tol``, or :data:`TOL_MIN` with a warning when it is smaller (a fit that could not stop)."""
+    tol = float(est.tol)
+    if tol >= TOL_MIN:
+        return tol
+    warnings.warn(f"{type(est).__name__}: tol={tol:g} is below what SMO's float64 gradient resolves; it stops "
+                  f"at tol={TOL_MIN:g} instead (a smaller tol would only run to max_iter).", NumericalWarning,
+                  stacklevel=5)
+    return TOL_MIN
 
 
 def solve_on(est, Xt: torch.Tensor, idx: np.ndarray, y: np.ndarray, Cb: np.ndarray, *, p=None, alpha0=None,
@@ -54,7 +70,7 @@ def solve_on(est, Xt: torch.Tensor, idx: np.ndarray, y: np.ndarray, Cb: np.ndarr
                       max_bytes=SVM_BATCH_BYTES, what="a batch of kernel rows")
     rmap = np.concatenate([np.arange(n), np.arange(n)]) if pairs else None
     res = solve_smo(rows, rows.diag(), y, Cb, matvec=rows.matvec, cache_rows=cache_rows, cache_dtype=np.float32,
-                    tol=float(est.tol), shrinking=bool(est.shrinking), max_iter=int(est.max_iter), batch=batch,
+                    tol=solver_tol(est), shrinking=bool(est.shrinking), max_iter=int(est.max_iter), batch=batch,
                     features=rows.features(), p=p, alpha0=alpha0, rmap=rmap, nu=nu)
     res.index = idx
     return res
