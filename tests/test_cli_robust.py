@@ -22,8 +22,13 @@ from mercer.linalg import MemoryBudgetError, default_memory_budget
 from mercer.models import ApproximateKernelPCA, KernelRidge, MKLClassifier, MKLRegressor
 
 
-def run(argv, capsys):
-    code = main([str(a) for a in argv])
+def run(argv, capsys, *, tune: bool = False):
+    """``main(argv)``; a ``fit`` that would tune gets ``--no-tune`` unless ``tune`` (these tests are
+    about reading, checking and saving; ``tests/test_cli_autotune.py`` is about tuning)."""
+    argv = [str(a) for a in argv]
+    if "fit" in argv[:2] and not tune and "--help" not in argv:
+        argv.append("--no-tune")
+    code = main(argv)
     out, err = capsys.readouterr()
     return code, out, err
 

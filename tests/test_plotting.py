@@ -176,7 +176,8 @@ def test_cli_plot_regions_and_embedding(tmp_path, circle, capsys):
     X, y = circle
     data = _write(tmp_path, X, y)
     model = str(tmp_path / "m.mercer")
-    assert main(["fit", "--data", data, "--target", "label", "--model", "ridge-classifier", "--out", model, "-q"]) == 0
+    assert main(["fit", "--data", data, "--target", "label", "--model", "ridge-classifier", "--no-tune", "--out", model,
+                 "-q"]) == 0
     for argv in (["regions", "--model", model, "--target", "label"], ["embedding", "--target", "label"],
                  ["clusters", "--clusters", "2"], ["approximation"]):
         png = tmp_path / f"{argv[0]}.png"

@@ -327,7 +327,7 @@ def test_ctrl_c_stops_an_exact_fit_with_status_130_and_no_output(tmp_path):
     out = tmp_path / "m.mercer"
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     proc = subprocess.Popen([sys.executable, "-m", "mercer", "fit", "--data", str(tmp_path / "data.npy"),
-                             "--target", "-1", "--model", "ridge", "--preprocess", "none", "--out", str(out)],
+                             "--target", "-1", "--model", "ridge", "--preprocess", "none", "--no-tune", "--out", str(out)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                             # a shell's background job inherits SIGINT ignored, and Python then keeps it so
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
@@ -354,7 +354,8 @@ def test_cli_draws_bars_on_a_terminal_unless_quiet(tmp_path, monkeypatch, capsys
     rng = np.random.default_rng(0)
     X = rng.normal(size=(300, 3))
     np.save(tmp_path / "d.npy", np.column_stack([X, X[:, 0]]))
-    args = ["fit", "--data", str(tmp_path / "d.npy"), "--target", "-1", "--model", "ridge", "--out", str(tmp_path / "m")]
+    args = ["fit", "--data", str(tmp_path / "d.npy"), "--target", "-1", "--model", "ridge", "--no-tune",
+            "--out", str(tmp_path / "m")]
     assert main(args) == 0
     assert "kernel matrix" in capsys.readouterr().err
     assert main([*args, "--quiet"]) == 0

@@ -123,6 +123,11 @@ def add_model_arguments(p, *, model_required: bool = True) -> None:
 # -- one function per command ---------------------------------------------------------------------
 def add_fit_arguments(p) -> None:
     add_model_arguments(p)
+    p.add_argument("--no-tune", action="store_true",
+                   help="fit with the kernel and regularisation as given (default: unless --alpha, --C or a "
+                        "kernel with parameters is given, they are chosen on the training rows first: the "
+                        "kernel's hyperparameters learned by generalised cross-validation, scored on a "
+                        "validation split against the given values)")
     p.add_argument("--holdout", type=fraction, default=0.2, metavar="FRACTION",
                    help="fraction of rows held out to report a test score before the final fit on all rows "
                         "(0: none; default %(default)s)")

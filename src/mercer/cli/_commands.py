@@ -17,6 +17,7 @@ from ..io import load, save
 from ..kernels import parse_kernel_spec
 from ..models import (KernelPCA, KernelRidge, KernelRidgeClassifier, KernelSVC, KernelSVR, NuSVC, NuSVR,
                       NystroemKernelRidge, NystroemKernelRidgeClassifier)
+from . import _autotune
 from ._arguments import MODELS
 from ._data import CLIError, is_large_input, read_table, streamed_table
 from ._prep import as_categorical, build_pipeline, categorical_columns, describe_plan, plan_columns
@@ -277,10 +278,24 @@ def run_fit(args, out, progress: bool) -> int:
     if args.holdout > 0 and args.model != "kpca" and prep.table.streamed:
         print("held-out score: skipped (the data are streamed from disk; score a separate test file with "
               "'mercer predict --target')", file=out)
-    elif args.holdout > 0 and args.model != "kpca":
+    reason = _autotune.skip_reason(args, prep)
+    tuner = None if reason is not None else \
+        (lambda model, X, y: _autotune.tune(model, X, y, args, classifier=args.model in CLASSIFIERS))
+    tuned = None
+    if args.holdout > 0 and args.model != "kpca" and not prep.table.streamed:
         from ._scoring import held_out
 
-        print(held_out(prep, args, progress), file=out)
+        line, tuned = held_out(prep, args, progress, tuner=tuner)
+        print(line, file=out)
+    if tuner is not None and tuned is None:
+        with Progress(f"tuning on {len(prep.y)} rows", enabled=progress):
+            tuned = tuner(prep.model, prep.X, prep.y)
+    if tuned is not None:
+        print(tuned.line, file=out)
+        prep.model = _autotune.apply(prep.model, tuned, len(prep.y))
+        prep.estimator = final_estimator(prep.model)
+    elif args.model != "kpca":
+        print(f"not tuned: {reason}", file=out)
     name = type(prep.estimator).__name__
     with Progress(f"fitting {name} on {len(prep.X)} rows", enabled=progress) as p:
         prep.model.fit(prep.X) if args.model == "kpca" else prep.model.fit(prep.X, prep.y)

@@ -42,17 +42,26 @@ def baseline(classifier: bool):
     return DummyClassifier(strategy="most_frequent") if classifier else DummyRegressor(strategy="mean")
 
 
-def held_out(prep, args, progress: bool) -> str:
+def held_out(prep, args, progress: bool, tuner=None):
     """Fit a copy on ``1 - holdout`` of the rows and score it on the rest: the line ``mercer fit``
-    prints before its final fit on every row."""
+    prints before its final fit on every row. ``tuner(model, X, y)``, when given, chooses the
+    hyperparameters on those rows first (the held-out rows take no part in the choice); returns
+    ``(line, what the tuner returned or None)``."""
     classifier = is_classifier(prep.model)
     Xa, Xb, ya, yb = split(prep.X, prep.y, args.holdout, args.seed, classifier)
-    model = clone(prep.model)
+    model, tuned = clone(prep.model), None
+    if tuner is not None:
+        from ._autotune import apply
+
+        with Progress(f"tuning on {len(ya)} rows", enabled=progress):
+            tuned = tuner(model, Xa, ya)
+        model = apply(model, tuned, len(ya))
     with Progress(f"fitting on {len(ya)} rows to score on {len(yb)} held-out rows", enabled=progress):
         model.fit(Xa, ya)
         score = model.score(Xb, yb)
     base = baseline(classifier).fit(Xa, ya).score(Xb, yb)
     metric = "accuracy" if classifier else "R^2"
     what = "majority class" if classifier else "mean"
+    tuned_note = ", tuned on them" if tuned is not None else ""
     return (f"held-out {metric}: {score:.4f} on {len(yb)} rows ({args.holdout:.0%}, seed {args.seed}) "
-            f"of a model fit on the other {len(ya)}; baseline ({what}): {base:.4f}")
+            f"of a model fit on the other {len(ya)}{tuned_note}; baseline ({what}): {base:.4f}"), tuned
