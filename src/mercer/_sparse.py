@@ -24,6 +24,7 @@ Rows are kept in canonical form (indices sorted within a row, no duplicates): th
 from __future__ import annotations
 
 import numbers
+import threading
 import warnings
 
 import numpy as np
@@ -307,7 +308,7 @@ class SparseRows:
             return out
         if self.device.type == "cpu":
             a, b = _numpy_parts(self), _numpy_parts(B)
-            _jit("dot_block")(*a, *b, self.shape[1], out.numpy())
+            _jit("dot_block")(*a, *b, _work_vector(self.shape[1], out.numpy().dtype), out.numpy())
             return out
         return (self.torch_csr() @ B.torch_csr().t()).to_dense()
 
@@ -368,6 +369,20 @@ def _check_same(A: SparseRows, B) -> None:
         raise TypeError(f"expected SparseRows; got {type(B).__name__}.")
     if A.shape[1] != B.shape[1] or A.dtype != B.dtype or A.device != B.device:
         raise ValueError(f"sparse rows of different shapes, dtypes or devices: {A!r} and {B!r}.")
+
+
+_WORK = threading.local()
+
+
+def _work_vector(d: int, dtype) -> np.ndarray:
+    """This thread's zero work vector of ``d`` values for the scatter / gather products (kept
+    between calls: each call leaves it zero; O(d) per thread, allocated once, not per tile)."""
+    key = np.dtype(dtype).char
+    work = getattr(_WORK, key, None)
+    if work is None or work.shape[0] < d:
+        work = np.zeros(d, dtype=dtype)
+        setattr(_WORK, key, work)
+    return work
 
 
 def _numpy_parts(X: SparseRows):
@@ -474,10 +489,10 @@ def _dense_on(X: SparseRows, cols: torch.Tensor) -> torch.Tensor:
 
 # -- compiled CPU loops (numba, on first use) ----------------------------------------------------
 @_jit.mark(fastmath={"contract"})
-def dot_block(ap, ai, av, bp, bi, bv, d, out):  # pragma: no cover - compiled
-    """out[i, j] = <a_i, b_j>: a_i scattered into a work vector, each b_j gathers from it."""
+def dot_block(ap, ai, av, bp, bi, bv, work, out):  # pragma: no cover - compiled
+    """out[i, j] = <a_i, b_j>: a_i scattered into the zero work vector, each b_j gathers from it
+    (the work vector is zero again on return)."""
     n1, n2 = ap.shape[0] - 1, bp.shape[0] - 1
-    work = np.zeros(d, dtype=out.dtype)
     for i in range(n1):
         for p in range(ap[i], ap[i + 1]):
             work[ai[p]] = av[p]

@@ -28,14 +28,15 @@ def _neg2_dot_plus(c_sq: torch.Tensor, Xs, Ct: torch.Tensor) -> torch.Tensor:
     return torch.addmm(c_sq, Xs, Ct, alpha=-2.0)
 
 
-def sparse_sq_to(Xs, C: torch.Tensor) -> torch.Tensor:
-    """``||x_i - c_i||^2`` for sparse rows ``Xs`` and dense rows ``C`` (one per row): ``||c||^2``
-    plus ``(x_k - c_k)^2 - c_k^2`` over the stored entries (scikit-learn's sparse-dense distance)."""
+def sparse_sq_to(Xs, C: torch.Tensor, which: torch.Tensor) -> torch.Tensor:
+    """``||x_i - c_{which_i}||^2`` for sparse rows ``Xs`` and dense centres ``C``: ``||c||^2`` plus
+    ``(x_k - c_k)^2 - c_k^2`` over the stored entries (scikit-learn's sparse-dense distance; the
+    centres' entries are read where the rows have theirs, no row of ``C`` is gathered)."""
     c = Xs.compact()
     r = c._row_ids()
-    Cr = C[r, c.indices]
+    Cr = C[which[r], c.indices]
     terms = (c.data - Cr).square_().sub_(Cr.square())
-    return (C * C).sum(1).index_add_(0, r, terms)
+    return (C * C).sum(1)[which].index_add_(0, r, terms)
 
 
 def block_rows(n: int, k: int, d: int, *, itemsize: int, budget: int) -> int:
@@ -86,7 +87,7 @@ def own_sq(X: torch.Tensor, C: torch.Tensor, labels: torch.Tensor, rows: int) ->
     """Exact ``||x_i - c_{labels_i}||^2`` by subtraction (no cancellation), blocked."""
     out = torch.empty(X.shape[0], dtype=X.dtype, device=X.device)
     for s in row_blocks(X.shape[0], rows, desc="k-means distances"):
-        out[s] = sparse_sq_to(X[s], C[labels[s]]) if is_sparse(X) else ((X[s] - C[labels[s]]) ** 2).sum(1)
+        out[s] = sparse_sq_to(X[s], C, labels[s]) if is_sparse(X) else ((X[s] - C[labels[s]]) ** 2).sum(1)
     return out
 
 
@@ -104,6 +105,6 @@ def sq_distances(X: torch.Tensor, C: torch.Tensor, rows: int) -> torch.Tensor:
         D = _neg2_dot_plus(c_sq, X[s], C.T.contiguous()).add_(x_sq)
         i, j = torch.nonzero(D <= eps64 * (x_sq + c_sq), as_tuple=True)
         if i.numel():
-            D[i, j] = sparse_sq_to(X[s][i], C[j]) if sparse else ((X[s][i] - C[j]) ** 2).sum(1)
+            D[i, j] = sparse_sq_to(X[s][i], C, j) if sparse else ((X[s][i] - C[j]) ** 2).sum(1)
         out[s] = D
     return out.clamp_min_(0.0)

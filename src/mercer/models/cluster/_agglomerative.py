@@ -14,8 +14,9 @@ from sklearn.base import BaseEstimator, ClusterMixin
 from sklearn.utils.validation import check_is_fitted
 
 from ..._validation import Interval, Options, check_at_most, check_params
+from ..._sparse import plan_features
 from ...approx import check_finite
-from ...linalg import MemoryBudgetError, format_bytes, plan_blocks, row_blocks
+from ...linalg import MemoryBudgetError, SharedArray, call_in_process, format_bytes, plan_blocks, row_blocks
 from .._base import COMPUTE_CONSTRAINTS, KERNEL_CONSTRAINTS, KernelEstimatorMixin
 
 __all__ = ["KernelAgglomerative", "plot_dendrogram"]
@@ -97,9 +98,7 @@ class KernelAgglomerative(ClusterMixin, KernelEstimatorMixin, BaseEstimator):
         self.dtype = dtype
         self.memory_budget = memory_budget
 
-    def _condensed(self, Xt):
-        """Feature-space distances of all pairs, in SciPy's condensed order (float64, n (n - 1) / 2)."""
-        n = Xt.shape[0]
+    def _check_memory(self, n: int) -> None:
         m = n * (n - 1) // 2
         # the distances (float64) and SciPy's working copy of them (nn_chain's, for "average" and
         # "complete"; single linkage's MST keeps none; linkage's finiteness mask, m bytes, goes first)
@@ -109,9 +108,14 @@ class KernelAgglomerative(ClusterMixin, KernelEstimatorMixin, BaseEstimator):
                 f"{type(self).__name__}: the {m} condensed pairwise distances of {n} samples and SciPy's linkage "
                 f"need {format_bytes(need)}, more than the memory budget of {format_bytes(self._budget)}. Raise "
                 "memory_budget, subsample, or use KernelKMeans(approximation='nystroem') for large n.")
-        out = np.empty(m, dtype=np.float64)
+
+    def _condensed(self, Xt, out):
+        """Feature-space distances of all pairs into ``out``, in SciPy's condensed order (float64,
+        n (n - 1) / 2; :meth:`_check_memory` has planned them)."""
+        n = Xt.shape[0]
+        m = n * (n - 1) // 2
         diag = self.kernel_.diag(Xt)
-        rows = plan_blocks(n, n, Xt.shape[1], itemsize=Xt.element_size(), budget=self._plan.holding(m * 8).budget,
+        rows = plan_blocks(n, n, plan_features(Xt), itemsize=Xt.element_size(), budget=self._plan.holding(m * 8).budget,
                            scratch=self.kernel_.scratch(Xt.shape[1])).row_block
         for s in row_blocks(n - 1, rows, desc="condensed distances"):
             i = s.start
@@ -152,9 +156,12 @@ class KernelAgglomerative(ClusterMixin, KernelEstimatorMixin, BaseEstimator):
             self.distances_ = np.zeros(0)
             self.counts_ = np.zeros(0, dtype=np.intp)
         else:
-            from scipy.cluster import hierarchy  # on use: adds ~15 ms to `import mercer`
-
-            Z = hierarchy.linkage(self._condensed(self._tensor(Xv)), method=self.linkage)
+            # SciPy's linkage holds the GIL for its whole run: in a child process (on the distances in
+            # shared memory) for large n, so that Ctrl-C stops it within a poll
+            self._check_memory(n)
+            with SharedArray(n * (n - 1) // 2) as dist:
+                self._condensed(self._tensor(Xv), dist.array)
+                Z = call_in_process("scipy.cluster.hierarchy:linkage", dist, self.linkage, desc="linkage")
             self.children_ = Z[:, :2].astype(np.intp)
             self.distances_ = Z[:, 2].copy()
             self.counts_ = Z[:, 3].astype(np.intp)

@@ -25,6 +25,7 @@ from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, Cluster
 from sklearn.utils.validation import check_is_fitted
 
 from ..._backend import as_output, make_generator
+from ..._sparse import plan_features
 from ..._validation import Interval, Options, check_at_most, check_params
 from ...approx import Nystroem, RandomFourierFeatures
 from ...kmeans import seed_indices, warn_distinct
@@ -263,7 +264,7 @@ class KernelKMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMix
         mean_sq = float(p @ KM(p[:, None])[:, 0])
         self.total_variance_ = max(float(p @ diag) - mean_sq, 0.0)
         tol_abs = tol * self.total_variance_
-        rows = plan_blocks(n, 8, Xt.shape[1], itemsize=Xt.element_size(), budget=self._budget,
+        rows = plan_blocks(n, 8, plan_features(Xt), itemsize=Xt.element_size(), budget=self._budget,
                            scratch=self.kernel_.scratch(Xt.shape[1])).row_block
         gen = make_generator(self.random_state)  # CPU draws: the same seeds on every device
         best = None

@@ -28,6 +28,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, column_or_1d
 
 from ..._backend import as_output, to_numpy
+from ..._sparse import plan_features
 from ..._validation import Interval, Options, check_at_most, check_param, check_params, is_torch
 from ...linalg import DISTANCE_TILE_BYTES, MemoryBudgetError, format_bytes, plan_blocks, plan_rows, row_blocks
 from .._base import COMPUTE_CONSTRAINTS, KERNEL_CONSTRAINTS, KernelEstimatorMixin, labels_like
@@ -116,7 +117,7 @@ class _NeighborsBase(KernelEstimatorMixin, BaseEstimator):
 
     def _query_plan(self, nq, width):
         d = self.X_fit_.shape[1]
-        plan = plan_blocks(nq, self.n_samples_fit_, d, itemsize=self.X_fit_.element_size(), budget=self._budget,
+        plan = plan_blocks(nq, self.n_samples_fit_, plan_features(self.X_fit_), itemsize=self.X_fit_.element_size(), budget=self._budget,
                            scratch=self.kernel_.scratch(d) + 1.0, n_rhs=max(1, width), max_tile_bytes=DISTANCE_TILE_BYTES)
         return plan.row_block, plan.col_block
 

@@ -22,6 +22,7 @@ from sklearn.utils.class_weight import compute_sample_weight
 from sklearn.utils.validation import check_is_fitted
 
 from ..._backend import as_output
+from ..._sparse import is_sparse, plan_features
 from ..._validation import Interval, Options, check_params, describe
 from ...approx import check_finite, explicit_feature_map
 from ...linalg import (KernelOperator, MemoryBudgetError, fill_lower_gram, fill_mixed_gram, format_bytes, gram_tile_plan,
@@ -179,7 +180,9 @@ class _KernelRidgeBase(KernelEstimatorMixin, BaseEstimator):
         Xt = self._tensor(X)
         Yt = torch.tensor(np.asarray(Y), dtype=self._dtype, device=self._device)
         sw = None if sample_weight is None else torch.as_tensor(np.sqrt(sample_weight), dtype=self._dtype, device=self._device)
-        phi = None if self.kernel_.is_precomputed else explicit_feature_map(self.kernel_, Xt.shape[1])
+        # sparse rows with at least as many features as samples: the dual (an explicit map has >= d features)
+        wide = is_sparse(Xt) and self.solver != "primal" and Xt.shape[1] >= Xt.shape[0]
+        phi = None if self.kernel_.is_precomputed or wide else explicit_feature_map(self.kernel_, Xt.shape[1])
         use_primal = self.solver == "primal" or (self.solver == "auto" and phi is not None and phi.dim < Xt.shape[0])
         if self.solver == "primal" and phi is None:
             raise ValueError(f"{owner}: solver='primal' needs a kernel with a finite explicit feature map (linear, polynomial); got {self.kernel_!r}.")
@@ -215,7 +218,8 @@ class _KernelRidgeBase(KernelEstimatorMixin, BaseEstimator):
             )
         op = KernelOperator(self.kernel_, Xt, memory_budget=budget)
         d = 1 if self.kernel_.is_precomputed else Xt.shape[1]
-        plan = gram_tile_plan(n, d, itemsize=item, budget=self._plan.holding(need).budget, scratch=self.kernel_.scratch(d))
+        plan = gram_tile_plan(n, d if self.kernel_.is_precomputed else plan_features(Xt), itemsize=item,
+                              budget=self._plan.holding(need).budget, scratch=self.kernel_.scratch(d))
         s = torch.ones(n, dtype=Yt.dtype, device=Yt.device) if sw is None else sw
         y_mean = torch.zeros(Yt.shape[1], dtype=Yt.dtype, device=Yt.device)
         if self.fit_intercept:  # centred first: a large offset would cancel in u - b v
