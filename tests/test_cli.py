@@ -345,9 +345,17 @@ def test_tune_regression_loo(messy, tmp_path, capsys):
 @pytest.mark.slow
 def test_tune_classifier_halving(files, capsys):
     code, out, err = run(["tune", "--data", files / "clf.parquet", "--target", "label", "--model",
-                          "ridge-classifier", "--cv", "3"], capsys)
+                          "ridge-classifier", "--cv", "3", "--search", "halving"], capsys)
     assert code == 0, err
     assert "successive halving over 30 candidates" in out and "best 3-fold score" in out
+
+
+def test_tune_classifier_learns_by_default(files, tmp_path, capsys):
+    code, out, err = run(["tune", "--data", files / "clf.parquet", "--target", "label", "--model",
+                          "ridge-classifier", "--out", tmp_path / "t"], capsys)
+    assert code == 0, err
+    assert "validation accuracy on" in out and "given " in out and "saved:" in out
+    assert type(load(tmp_path / "t").steps[-1][1]).__name__ == "KernelRidgeClassifier"
 
 
 def test_tune_grid_and_refusals(messy, capsys):

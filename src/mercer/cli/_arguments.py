@@ -147,6 +147,11 @@ def add_tune_arguments(p) -> None:
     p.add_argument("--cv", type=positive_int, default=5, metavar="K", help="folds of the search (default %(default)s)")
     p.add_argument("--loo-max-n", type=positive_int, default=3000, metavar="N",
                    help="largest n for the closed-form leave-one-out of ridge regression (default %(default)s)")
+    p.add_argument("--search", choices=("learn", "halving"), default="learn",
+                   help="learn: the kernel's hyperparameters learned by gradient (exact leave-one-out for ridge "
+                        "regression up to --loo-max-n rows, else what 'mercer fit' does: generalised cross-"
+                        "validation from blocked statistics, scored on a validation split); halving: successive "
+                        "halving over a gamma x alpha (or C) grid of full fits (default %(default)s)")
     p.add_argument("--out", default=None, metavar="MODEL", help="save the tuned model here")
 
 

@@ -3,9 +3,12 @@
 * regression with at most ``--loo-max-n`` rows: :class:`mercer.models.KernelRidgeCV`, which learns
   the kernel hyperparameters and ``alpha`` by gradient descent on the closed-form leave-one-out
   error (no refits);
-* otherwise (classification, or more rows): successive halving (scikit-learn's
-  ``HalvingGridSearchCV``) over ``gamma`` and ``alpha`` (ridge models) or ``C`` (svc), the grid
-  centred on ``1 / n_features`` of the preprocessed data.
+* otherwise (classification, or more rows): what ``mercer fit`` does before its fit
+  (:mod:`._autotune`: generalised cross-validation of a Nyström ridge model from blocked
+  statistics, one scale and one per feature, scored against the given values on a validation split);
+* with ``--search halving``: successive halving (scikit-learn's ``HalvingGridSearchCV``) over
+  ``gamma`` and ``alpha`` (ridge models) or ``C`` (svc), the grid centred on ``1 / n_features`` of the
+  preprocessed data.
 
 Progress (each fit of the search, with the best score so far) goes to stderr; the result is the
 same pipeline as ``mercer fit`` would save, refit on every row. Options:
@@ -89,6 +92,17 @@ def _loo(prep, args, progress: bool):
                    f"alpha {float(np.ravel(est.alpha_)[0]):.4g}")
 
 
+def _learned(prep, args, progress: bool):
+    """What ``mercer fit`` does (:mod:`._autotune`), on every row, then the fit."""
+    from . import _autotune
+
+    args.no_tune, args.alpha, args.C = False, None, None
+    tuned = _autotune.tune(prep.model, prep.X, prep.y, args, classifier=args.model in CLASSIFIERS)
+    model = _autotune.apply(prep.model, tuned, len(prep.y))
+    model.fit(prep.X, prep.y)
+    return model, tuned.line.removeprefix("tuned: ")
+
+
 def run(args, out, progress: bool) -> int:
     if args.model == "kpca":
         raise CLIError("'mercer tune' chooses the kernel of a ridge or svc model, not kpca.")
@@ -98,9 +112,10 @@ def run(args, out, progress: bool) -> int:
     prep = prepare(args, progress)
     print(f"data: {prep.table.path.name}: {len(prep.X)} rows (target: {prep.table.target_name!r})", file=out)
     print(f"preprocessing: {prep.summary}", file=out)
-    loo = args.model == "ridge" and len(prep.y) <= args.loo_max_n
+    loo = args.search == "learn" and args.model == "ridge" and len(prep.y) <= args.loo_max_n
+    search = _loo if loo else _halving if args.search == "halving" else _learned
     with Progress("tuning", enabled=progress) as p:
-        model, line = (_loo if loo else _halving)(prep, args, progress)
+        model, line = search(prep, args, progress)
     print(f"{line} ({p.elapsed:.1f} s)", file=out)
     if out_path is not None:
         save_atomically(model, out_path)
