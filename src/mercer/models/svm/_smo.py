@@ -201,19 +201,29 @@ def _sample(rmap, t):
 
 
 @_jit.mark
-def _row(i, protect, cache, slot_of, owner, last_used, st, XT, scratch, rmap=None):
+def _row(i, protect, cache, slot_of, owner, last_used, st, XT, scratch):
     """Slot of kernel row ``i`` (a sample), computed here when missing and ``XT`` holds the features
-    (RBF); -1 when missing and the caller must compute it. A row holds one entry per variable:
-    ``K[i, rmap[t]]`` (the first n variables are the samples; SVR's second n read them again)."""
+    (RBF); -1 when missing and the caller must compute it. Computed here, a row's entries past the
+    samples (SVR's second n variables) are left to :func:`_row_mapped`."""
     s = slot_of[i]
     if s >= 0:
         return s
     if XT.shape[1] != slot_of.shape[0]:
         return -1
     s = _new_slot(i, protect, slot_of, owner, last_used, st)
-    out = cache[s]
-    _rbf_row(XT, i, out, scratch)
-    if rmap is not None:
+    _rbf_row(XT, i, cache[s], scratch)
+    return s
+
+
+@_jit.mark
+def _row_mapped(i, protect, cache, slot_of, owner, last_used, st, XT, scratch, rmap):
+    """:func:`_row` for a row map: a row holds one entry per variable, ``K[i, rmap[t]]`` (the first n
+    variables are the samples; SVR's second n read them again), filled here when computed here.
+    (Kept apart from :func:`_row`: the map passed through C-SVC's calls, even as None, cost ~10 %.)"""
+    rows0 = st[_S_ROWS]
+    s = _row(i, protect, cache, slot_of, owner, last_used, st, XT, scratch)
+    if s >= 0 and st[_S_ROWS] != rows0:
+        out = cache[s]
         for t in range(slot_of.shape[0], out.shape[0]):
             out[t] = out[rmap[t]]
     return s
@@ -235,7 +245,7 @@ def _subtract_free_rows(F, coef, free, cols, cache, slot_of, owner, last_used, s
         if rmap is None:
             s = _row(free[r], -1, cache, slot_of, owner, last_used, st, XT, scratch)
         else:
-            s = _row(rmap[free[r]], -1, cache, slot_of, owner, last_used, st, XT, scratch, rmap)
+            s = _row_mapped(rmap[free[r]], -1, cache, slot_of, owner, last_used, st, XT, scratch, rmap)
         if s < 0:
             continue
         work += cols.shape[0] + (st[_S_ROWS] - rows0) * row_work
@@ -290,7 +300,7 @@ def _select(F, side, QD, cache, slot_of, owner, last_used, active, n_active, eps
         si = _row(ri, -1, cache, slot_of, owner, last_used, st, XT, scratch)
     else:
         ri = rmap[imax]
-        si = _row(ri, -1, cache, slot_of, owner, last_used, st, XT, scratch, rmap)
+        si = _row_mapped(ri, -1, cache, slot_of, owner, last_used, st, XT, scratch, rmap)
     if si < 0:
         need[0] = ri
         need[1] = -1
@@ -348,14 +358,16 @@ def _select_nu(F, y, side, QD, cache, slot_of, owner, last_used, active, n_activ
                 iN = t
     sp = -1
     if ip >= 0:
-        sp = _row(_sample(rmap, ip), -1, cache, slot_of, owner, last_used, st, XT, scratch, rmap)
+        sp = (_row(ip, -1, cache, slot_of, owner, last_used, st, XT, scratch) if rmap is None else
+              _row_mapped(rmap[ip], -1, cache, slot_of, owner, last_used, st, XT, scratch, rmap))
         if sp < 0:
             need[0] = _sample(rmap, ip)
             need[1] = -1
             return 2
     sn = -1
     if iN >= 0:
-        sn = _row(_sample(rmap, iN), sp, cache, slot_of, owner, last_used, st, XT, scratch, rmap)
+        sn = (_row(iN, sp, cache, slot_of, owner, last_used, st, XT, scratch) if rmap is None else
+              _row_mapped(rmap[iN], sp, cache, slot_of, owner, last_used, st, XT, scratch, rmap))
         if sn < 0:
             need[0] = _sample(rmap, iN)
             need[1] = _sample(rmap, ip) if ip >= 0 else -1
@@ -486,13 +498,13 @@ def _run(y, F, G_bar, alpha, Cb, QD, side, cache, slot_of, owner, last_used, act
             return _CONVERGED
         i = need[0]
         j = need[1]
-        # (the identity map is compiled away: rmap passed as None to _row costs C-SVC ~10 % in measurements)
+        # (the identity map is compiled away: rmap passed through _row, even as None, cost C-SVC ~10 %)
         if rmap is None:
             si = slot_of[i]
             sj = _row(j, si, cache, slot_of, owner, last_used, st, XT, scratch)
         else:
             si = slot_of[rmap[i]]
-            sj = _row(rmap[j], si, cache, slot_of, owner, last_used, st, XT, scratch, rmap)
+            sj = _row_mapped(rmap[j], si, cache, slot_of, owner, last_used, st, XT, scratch, rmap)
         if sj < 0:
             need[0] = _sample(rmap, j)
             need[1] = _sample(rmap, i)
