@@ -59,3 +59,35 @@ def breast_cancer():
 
 
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+
+
+def ctrl_c_cli_fit(tmp_path, data: np.ndarray, *args: str, delay: float = 1.0):
+    """``mercer fit`` on ``data`` (its target in the last column) with ``args``, writing
+    ``tmp_path / "m.mercer"``, and a SIGINT ``delay`` seconds after it prints ``data:`` (just before its
+    fit starts). Returns ``(exit status, stderr, seconds from the signal to the exit, output path)``."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    np.save(tmp_path / "data.npy", data)
+    out = tmp_path / "m.mercer"
+    proc = subprocess.Popen([sys.executable, "-m", "mercer", "fit", "--data", str(tmp_path / "data.npy"), "--target",
+                             "-1", *args, "--out", str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=dict(os.environ, PYTHONUNBUFFERED="1"),
+                            # a shell's background job inherits SIGINT ignored, and Python then keeps it so
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    try:
+        line = proc.stdout.readline()  # "data: ..." is printed just before the fit starts
+        while line and not line.startswith("data:"):
+            line = proc.stdout.readline()
+        time.sleep(delay)
+        sent = time.perf_counter()
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=60)
+        latency = time.perf_counter() - sent
+        _, err = proc.communicate()
+    finally:
+        proc.kill()
+    return proc.returncode, err, latency, out

@@ -11,8 +11,6 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 
@@ -27,6 +25,8 @@ import mercer
 from mercer.linalg import observe_blocks
 from mercer.linalg._eig import _syevr_top
 from mercer.models.svm import _smo
+
+from conftest import ctrl_c_cli_fit
 
 #: The goal: a Ctrl-C is heard within this many seconds.
 LIMIT_S = 1.0
@@ -177,6 +177,61 @@ def test_dense_eigh_in_the_worker_gives_the_same_model():
     np.testing.assert_array_equal(np.asarray(a.transform(X[:5])), np.asarray(b.transform(X[:5])))
 
 
+# -- SciPy's linkage, which holds the GIL: in a child process --------------------------------------------
+def test_agglomerative_linkage_in_a_child_process_is_scipys(monkeypatch):
+    """From PROCESS_MIN_ELEMENTS distances the linkage runs in a child process on shared memory: the
+    same tree as in this process."""
+    from mercer.linalg import _process
+
+    X, _ = _data(2100, 4)  # 2,203,950 distances
+    polls = []
+    with observe_blocks(lambda desc, done, total: polls.append((desc, done, total))):
+        child = mercer.KernelAgglomerative(n_clusters=5, kernel="rbf", gamma=0.2).fit(X)
+    assert ("linkage", 2100 * 2099 // 2, 2100 * 2099 // 2) in polls  # the child's end, reported
+    monkeypatch.setattr(_process, "PROCESS_MIN_ELEMENTS", 2**62)
+    here = mercer.KernelAgglomerative(n_clusters=5, kernel="rbf", gamma=0.2).fit(X)
+    np.testing.assert_array_equal(child.children_, here.children_)
+    np.testing.assert_array_equal(child.distances_, here.distances_)
+    np.testing.assert_array_equal(child.labels_, here.labels_)
+
+
+def test_agglomerative_linkage_stops_on_an_observer_and_is_left_unfitted():
+    X, _ = _data(2100, 4)
+    est = mercer.KernelAgglomerative(n_clusters=5, kernel="rbf", gamma=0.2)
+    observer, seen = _stop_at("linkage")
+    with observe_blocks(observer), pytest.raises(KeyboardInterrupt):
+        est.fit(X)
+    assert seen and _unfitted(est)
+
+
+@pytest.mark.slow
+def test_agglomerative_linkage_stops_within_a_second_of_sigint():
+    """SIGINT 0.5 s into the linkage (n = 6,000: ~3 s of SciPy's average linkage, which held Ctrl-C
+    for all of it in this process)."""
+    X, _ = _data(6000, 4)
+    est = mercer.KernelAgglomerative(n_clusters=5, kernel="rbf", gamma=0.2)
+    timers, due = [], []
+
+    def observer(desc, done, total):
+        if desc == "linkage" and not timers:
+            due.append(time.perf_counter() + 0.5)
+            timers.append(threading.Timer(0.5, lambda: os.kill(os.getpid(), signal.SIGINT)))
+            timers[0].start()
+
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with observe_blocks(observer), pytest.raises(KeyboardInterrupt):
+            est.fit(X)
+            time.sleep(5)  # the fit ended before the signal: fail on the latency
+        latency = time.perf_counter() - due[0]
+    finally:
+        for t in timers:
+            t.cancel()
+        signal.signal(signal.SIGINT, previous)
+    assert latency < LIMIT_S, f"Ctrl-C took {latency:.2f} s to stop the linkage"
+    assert _unfitted(est)
+
+
 # -- every other fit: the loops listen, and an interrupted fit leaves no attribute ------------------
 FITS = {
     "ridge-exact": (lambda: mercer.KernelRidge(kernel="rbf", gamma=0.1, alpha=1e-2, memory_budget=2**27), 2500, False),
@@ -244,25 +299,8 @@ def test_predict_listens_to_the_observer(name):
 @pytest.mark.slow
 def test_ctrl_c_stops_mercer_fit_svc_within_a_second_and_leaves_no_file(tmp_path):
     X, y = _data(12000, 8)
-    np.save(tmp_path / "data.npy", np.column_stack([X, y]))
-    out = tmp_path / "m.mercer"
-    proc = subprocess.Popen([sys.executable, "-m", "mercer", "fit", "--data", str(tmp_path / "data.npy"), "--target",
-                             "-1", "--model", "svc", "--preprocess", "none", "--holdout", "0", "--out", str(out)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            env=dict(os.environ, PYTHONUNBUFFERED="1"),
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    try:
-        line = proc.stdout.readline()  # "data: ..." is printed just before the fit starts
-        while line and not line.startswith("data:"):
-            line = proc.stdout.readline()
-        time.sleep(1.0)
-        sent = time.perf_counter()
-        proc.send_signal(signal.SIGINT)
-        proc.wait(timeout=60)
-        latency = time.perf_counter() - sent
-        _, err = proc.communicate()
-    finally:
-        proc.kill()
-    assert proc.returncode == 130, err
+    status, err, latency, out = ctrl_c_cli_fit(tmp_path, np.column_stack([X, y]), "--model", "svc", "--preprocess",
+                                               "none", "--holdout", "0")
+    assert status == 130, err
     assert latency < LIMIT_S, f"mercer fit took {latency:.2f} s to stop"
     assert not out.exists() and not list(tmp_path.glob(".m.mercer*"))

@@ -5,8 +5,6 @@ import io
 import logging
 import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 
@@ -18,6 +16,8 @@ import mercer
 from mercer import _progress
 from mercer.linalg import conjugate_gradient, jittered_cholesky, observe_blocks, row_blocks
 from mercer.linalg._factor import CholeskyFactor, _interruptible, _try_factor
+
+from conftest import ctrl_c_cli_fit
 
 
 class _Terminal(io.StringIO):
@@ -320,27 +320,10 @@ def test_cuda_calls_lapack_directly(small_worker):
 # -- Ctrl-C in the CLI ---------------------------------------------------------------------------
 @pytest.mark.slow
 def test_ctrl_c_stops_an_exact_fit_with_status_130_and_no_output(tmp_path):
-    n = 6000
-    rng = np.random.default_rng(0)
-    X = rng.normal(size=(n, 5))
-    np.save(tmp_path / "data.npy", np.column_stack([X, X[:, 0]]))
-    out = tmp_path / "m.mercer"
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
-    proc = subprocess.Popen([sys.executable, "-m", "mercer", "fit", "--data", str(tmp_path / "data.npy"),
-                             "--target", "-1", "--model", "ridge", "--preprocess", "none", "--no-tune", "--out", str(out)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                            # a shell's background job inherits SIGINT ignored, and Python then keeps it so
-                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-    try:
-        line = proc.stdout.readline()  # "data: ..." is printed just before the fit starts
-        while line and not line.startswith("data:"):
-            line = proc.stdout.readline()
-        time.sleep(1.0)
-        proc.send_signal(signal.SIGINT)
-        _, err = proc.communicate(timeout=60)
-    finally:
-        proc.kill()
-    assert proc.returncode == 130, err
+    X = np.random.default_rng(0).normal(size=(6000, 5))
+    status, err, _, out = ctrl_c_cli_fit(tmp_path, np.column_stack([X, X[:, 0]]), "--model", "ridge", "--preprocess",
+                                         "none", "--no-tune")
+    assert status == 130, err
     assert "interrupted" in err
     assert not out.exists() and not list(tmp_path.glob(".m.mercer*"))
 

@@ -9,6 +9,7 @@ from ._plan import (CROSS_SCRATCH_MIN_BYTES, DIRECT_TILE_BYTES, DISTANCE_TILE_BY
 from ._cg import CGResult, CGState, conjugate_gradient
 from ._engines import LocalEngine, distributed_engine, engine_for, register_engine
 from ._eig import DENSE_SERIAL_MAX_N, ConvergenceWarning, EigResult, auto_method, eigh, nystrom_start, top_eigenpairs
+from ._process import PROCESS_MIN_ELEMENTS, SharedArray, call_in_process
 from ._factor import (ILL_CONDITIONED_ERROR, CholeskyFactor, NumericalWarning, blocked_cholesky, condition_estimate,
                       interruptible, jittered_cholesky, warn_ill_conditioned)
 from ._mixed import (MixedSolveInfo, fill_lower_gram, fill_mixed_gram, gram_tile_plan, mixed_precision_solve,
@@ -45,6 +46,9 @@ __all__ = [
     "current_observer",
     "eigh",
     "interruptible",
+    "call_in_process",
+    "SharedArray",
+    "PROCESS_MIN_ELEMENTS",
     "current_plan",
     "nystroem_plan",
     "planned_call",
