@@ -26,7 +26,6 @@ from dataclasses import dataclass
 
 import numpy as np
 from sklearn.base import clone
-from sklearn.exceptions import ConvergenceWarning
 
 from ..kernels import RBF, Kernel
 from ._data import CLIError
@@ -104,8 +103,10 @@ def _scorer(est, classifier: bool):
             model = cls(kernel=kernel, alpha=value, random_state=0, device=est.device, memory_budget=est.memory_budget)
         else:
             model = clone(est).set_params(kernel=kernel, alpha=value)
-        model.fit(A, ya)
-        return float(model.score(V, yv))
+        with warnings.catch_warnings():  # a candidate's warnings are not about the model being fit
+            warnings.simplefilter("ignore")
+            model.fit(A, ya)
+            return float(model.score(V, yv))
 
     return score
 
@@ -147,8 +148,8 @@ def tune(model, X, y, args, *, classifier: bool) -> Tuned:
         cv = NystroemKernelRidgeCV(kernel=start, alpha=1.0, random_state=args.seed, device=args.device,
                                    memory_budget=args.memory_budget)
         try:
-            with warnings.catch_warnings():  # a learning stopped by max_iter is still scored on the validation rows
-                warnings.simplefilter("ignore", ConvergenceWarning)
+            with warnings.catch_warnings():  # a learning stopped by max_iter (or ill-conditioned on the way) is
+                warnings.simplefilter("ignore")  # still scored on the validation rows
                 cv.fit(Z[a], T[a])
         except (ValueError, RuntimeError) as exc:  # a learning failure leaves the given values
             results.append((-np.inf, f"{name} (failed: {exc})", start, value0))
