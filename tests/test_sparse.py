@@ -214,3 +214,114 @@ class TestSparseOperator(OperatorContract):
 def test_sparse_rows_type():
     S = as_sparse_rows(sp.eye(3, format="csr"))
     assert isinstance(S, SparseRows) and "nnz=3" in repr(S)
+
+
+# -- estimators on sparse rows -------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def text_like():
+    """Classes told apart by a few columns among 2,000, 3% density; a held-out set."""
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 3, 240)
+    X = sp.random(240, 2000, density=0.03, format="csr", random_state=rng)
+    X = sp.csr_matrix(X + sp.csr_matrix((np.full(240, 0.8), (np.arange(240), y * 7)), shape=(240, 2000)))
+    return X[:180], y[:180], X[180:], y[180:]
+
+
+@pytest.mark.parametrize("kernel", ["linear", "rbf", "poly", "sigmoid"])
+def test_kernel_svc_equals_libsvm_sparse_path(kernel, text_like):
+    from sklearn.svm import SVC
+
+    from mercer import KernelSVC
+
+    X, y, Xt, _ = text_like
+    ref = SVC(kernel=kernel, C=10.0, tol=1e-6).fit(X, y)
+    svc = KernelSVC(kernel=kernel, C=10.0, tol=1e-6).fit(X, y)
+    np.testing.assert_array_equal(svc.support_, ref.support_)
+    np.testing.assert_allclose(svc.decision_function(Xt), ref.decision_function(Xt), rtol=1e-6, atol=1e-6)
+    assert sp.issparse(svc.support_vectors_) and (svc.support_vectors_ != ref.support_vectors_).nnz == 0
+    # a model fitted on sparse rows predicts from dense rows the same
+    np.testing.assert_allclose(svc.decision_function(Xt.toarray()), svc.decision_function(Xt), rtol=1e-12, atol=1e-12)
+    if kernel == "linear":
+        np.testing.assert_allclose(svc.coef_, ref.coef_.toarray(), rtol=1e-6, atol=1e-8)
+
+
+def test_kmeans_equals_scikit_learns_sparse_kmeans(text_like):
+    from sklearn.cluster import KMeans as SKKMeans
+
+    from mercer import KMeans
+
+    X = text_like[0]
+    init = X[[0, 60, 120]].toarray()
+    w = np.random.default_rng(1).uniform(0.5, 2.0, X.shape[0])
+    ref = SKKMeans(3, init=init, n_init=1, tol=1e-8).fit(X, sample_weight=w)
+    got = KMeans(3, init=init, n_init=1, tol=1e-8).fit(X, sample_weight=w)
+    np.testing.assert_array_equal(got.labels_, ref.labels_)
+    np.testing.assert_allclose(got.cluster_centers_, ref.cluster_centers_, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(got.inertia_, ref.inertia_, rtol=1e-10)
+    np.testing.assert_array_equal(got.predict(text_like[2]), ref.predict(text_like[2]))
+    np.testing.assert_allclose(got.transform(text_like[2]), ref.transform(text_like[2]), rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("landmarks", ["uniform", "kmeans++", "leverage", "greedy"])
+def test_nystroem_keeps_sparse_landmarks_and_saves_them(landmarks, text_like, tmp_path):
+    from mercer import Nystroem, io
+
+    X, _, Xt, _ = text_like
+    a = Nystroem(kernel="rbf", gamma=0.5, n_components=20, landmarks=landmarks, random_state=0).fit(X)
+    b = Nystroem(kernel="rbf", gamma=0.5, n_components=20, landmarks=landmarks, random_state=0).fit(X.toarray())
+    assert is_sparse(a.landmarks_) and a.landmarks_.nnz < 0.1 * 20 * X.shape[1]
+    np.testing.assert_allclose(a.landmarks_.to_dense().numpy(), b.landmarks_.numpy(), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(a.transform(Xt), b.transform(Xt.toarray()), rtol=1e-9, atol=1e-10)
+    io.save(a, tmp_path / "m")
+    c = io.load(tmp_path / "m")
+    assert is_sparse(c.landmarks_)
+    np.testing.assert_array_equal(c.transform(Xt), a.transform(Xt))
+
+
+@pytest.mark.parametrize("name", ["KernelRidge", "NystroemKernelRidge", "RandomFeatureRidge", "KernelPCA",
+                                  "KernelKNeighborsRegressor", "GaussianProcessRegressor"])
+def test_estimators_on_sparse_rows_equal_dense(name, text_like):
+    import mercer
+
+    X, y, Xt, _ = text_like
+    yr = np.asarray(X[:, :20].sum(1)).ravel() + y
+    kw = {"KernelRidge": dict(kernel="rbf", gamma=0.5, alpha=0.1),
+          "NystroemKernelRidge": dict(kernel="laplacian", gamma=0.5, alpha=0.1, n_centers=30, dtype="float64",
+                                      random_state=0),
+          "RandomFeatureRidge": dict(gamma=0.5, alpha=0.1, n_components=50, random_state=0),
+          "KernelPCA": dict(kernel="cosine", n_components=3),
+          "KernelKNeighborsRegressor": dict(kernel="chi2", n_neighbors=4),
+          "GaussianProcessRegressor": dict(optimizer=None)}[name]
+    cls = getattr(mercer, name)
+    a, b = cls(**kw), cls(**kw)
+    if name == "KernelPCA":
+        ra, rb = a.fit(X).transform(Xt), b.fit(X.toarray()).transform(Xt.toarray())
+        ra, rb = np.abs(ra), np.abs(rb)  # eigenvectors up to sign
+    else:
+        ra, rb = a.fit(X, yr).predict(Xt), b.fit(X.toarray(), yr).predict(Xt.toarray())
+    np.testing.assert_allclose(ra, rb, rtol=1e-8, atol=1e-9)
+    if name == "NystroemKernelRidge":
+        assert is_sparse(a.centers_)
+
+
+@pytest.mark.parametrize("name", ["SparseGPRegressor", "BudgetSVC", "ReducedSetSVC"])
+def test_estimators_that_learn_dense_points_refuse_sparse_x(name, text_like):
+    import mercer
+
+    X, y, _, _ = text_like
+    with pytest.raises(TypeError, match=rf"{name} cannot fit sparse X.*(Use|use) "):
+        getattr(mercer, name)().fit(X, y)
+    assert not getattr(mercer, name)().__sklearn_tags__().input_tags.sparse
+
+
+def test_sparse_rows_pass_validation_and_refuse_nan():
+    from mercer import KernelRidge
+
+    X = sp.random(20, 30, density=0.2, format="csr", random_state=0)
+    bad = X.copy()
+    bad.data[0] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        KernelRidge().fit(bad, np.ones(20))
+    t = torch.as_tensor(X.toarray()).to_sparse_csr()
+    np.testing.assert_allclose(KernelRidge(kernel="rbf").fit(t, torch.ones(20)).predict(t).numpy(),
+                               KernelRidge(kernel="rbf").fit(X, np.ones(20)).predict(X), rtol=1e-12)
