@@ -4,7 +4,7 @@ from ._blocking import (MAX_TILE_BYTES, PRODUCT_TILE_BYTES_PER_THREAD, BlockPlan
                         current_observer, format_bytes, observe_blocks, plan_blocks, plan_rows, product_tile_bytes, row_blocks)
 from ._plan import (CROSS_SCRATCH_MIN_BYTES, DIRECT_TILE_BYTES, DISTANCE_TILE_BYTES, FACTOR_COLUMN_MIN_BYTES,
                     KMEANS_BLOCK_BYTES, KMEANS_MAX_CHUNK_BYTES, KMEANS_TILE_BYTES, SKETCH_SLAB_BYTES,
-                    STATISTIC_BLOCK_BYTES, SVM_BATCH_BYTES, TASK_MIN_BYTES, MIN_WORK_BYTES, MiB, SHARES, SHIFT_SAMPLE_ROWS, STREAM_READ_BYTES, ExecutionPlan,
+                    STATISTIC_BLOCK_BYTES, SVM_BATCH_BYTES, TASK_MIN_BYTES, MIN_WORK_BYTES, MiB, SHARES, SHIFT_SAMPLE_ROWS, STREAM_READ_BYTES, STREAMED_METHOD_BYTES, ExecutionPlan,
                     NystroemPlan, active_plan, current_plan, default_memory_budget, nystroem_plan, planned_call)
 from ._cg import CGResult, CGState, conjugate_gradient
 from ._engines import LocalEngine, distributed_engine, engine_for, register_engine
@@ -42,6 +42,7 @@ __all__ = [
     "SHARES",
     "SHIFT_SAMPLE_ROWS",
     "STREAM_READ_BYTES",
+    "STREAMED_METHOD_BYTES",
     "active_plan",
     "current_observer",
     "eigh",

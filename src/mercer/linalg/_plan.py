@@ -35,7 +35,7 @@ from ._blocking import MemoryBudgetError, available_memory, format_bytes
 
 __all__ = ["CROSS_SCRATCH_MIN_BYTES", "DIRECT_TILE_BYTES", "DISTANCE_TILE_BYTES", "FACTOR_COLUMN_MIN_BYTES",
            "KMEANS_BLOCK_BYTES", "KMEANS_MAX_CHUNK_BYTES", "KMEANS_TILE_BYTES", "MIN_WORK_BYTES", "SKETCH_SLAB_BYTES",
-           "STATISTIC_BLOCK_BYTES", "SVM_BATCH_BYTES", "TASK_MIN_BYTES", "MiB", "SHARES", "SHIFT_SAMPLE_ROWS", "STREAM_READ_BYTES",
+           "STATISTIC_BLOCK_BYTES", "STREAMED_METHOD_BYTES", "SVM_BATCH_BYTES", "TASK_MIN_BYTES", "MiB", "SHARES", "SHIFT_SAMPLE_ROWS", "STREAM_READ_BYTES",
            "ExecutionPlan", "NystroemPlan", "active_plan", "current_plan", "default_memory_budget", "nystroem_plan", "planned_call",
            "release_freed_memory", "resident_bytes"]
 
@@ -60,6 +60,14 @@ SHIFT_SAMPLE_ROWS = 1024
 #: (a Parquet record batch: ~5 ms, whatever its size); 1M rows streamed from Parquet at M = 10,000
 #: took 202 s with one read per 32 MiB tile, 117 s in memory.
 STREAM_READ_BYTES = 32 * 2**20
+
+#: Cap on a streamed ``predict`` / ``transform``'s input blocks (:func:`~mercer.linalg.map_rows`; four times
+#: the rows' bytes, within the ``"streamed method"`` share). Each block pays a read and a call of the
+#: method, whose own tiles grow with the block: ``benchmarks/probes/probe_streamed_method_bytes.py``
+#: (2M x 8 rows, NystroemKernelRidge M = 200, two runs on a loaded 2-core machine) had 4 MiB within
+#: 1.00-1.13 of the best cap for .npy and Parquet, 32 MiB (STREAM_READ_BYTES, used before) 1.25-1.52
+#: slower for .npy and 1.74-2.78 for Parquet, 1 MiB 1.95 for Parquet.
+STREAMED_METHOD_BYTES = 4 * 2**20
 
 # -- block sizes of the packages above linalg (each where its measurement says) -------------------
 #: Largest block of squared distances computed at once by k-means (GEMM outputs this size stay in

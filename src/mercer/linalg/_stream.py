@@ -21,7 +21,7 @@ import numpy as np
 
 from ..sources import RowSource, as_source, is_dask_collection, is_streamed
 from ._blocking import MAX_TILE_BYTES, plan_rows, row_blocks
-from ._plan import STREAM_READ_BYTES, active_plan, current_plan, default_memory_budget, planned_call
+from ._plan import STREAMED_METHOD_BYTES, active_plan, current_plan, default_memory_budget, planned_call
 
 __all__ = ["PLANNED_METHODS", "STREAMED_METHODS", "StreamedMethodsMixin", "map_rows"]
 
@@ -62,7 +62,7 @@ def map_rows(fn, X, *, estimator=None, desc: str | None = None):
     plan = (active_plan(estimator) if estimator is not None else None) or current_plan(
         getattr(estimator, "memory_budget", None))
     rows = plan_rows(source.n_samples, max(source.bytes_per_row, 8) * 4, budget=plan.share("streamed method"),
-                     max_bytes=min(STREAM_READ_BYTES, MAX_TILE_BYTES), what="a block of streamed rows")
+                     max_bytes=min(STREAMED_METHOD_BYTES, MAX_TILE_BYTES), what="a block of streamed rows")
     outs = [fn(_frame(block, names)) for _, block in source.iter_blocks(row_blocks(source.n_samples, rows,
                                                                                      desc=desc))]
     if not outs:
