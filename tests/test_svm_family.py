@@ -40,15 +40,17 @@ def _kept(sw, n):
 
 
 def _same_machine(ours, ref, X, sw=None, values="predict"):
-    np.testing.assert_array_equal(np.sort(ours.support_), np.sort(_kept(sw, len(X))[ref.support_]))
+    np.testing.assert_array_equal(np.sort(ours.support_), np.sort(_kept(sw, X.shape[0])[ref.support_]))
     assert ours.n_support_.sum() == len(ref.support_)
     a = np.asarray(getattr(ours, values)(X))
     b = np.asarray(getattr(ref, values)(X))
     np.testing.assert_allclose(a, b, rtol=0, atol=TOL * max(1.0, np.abs(b).max()))
     np.testing.assert_allclose(ours.intercept_, ref.intercept_, rtol=0, atol=TOL * max(1.0, np.abs(ref.intercept_).max()))
     # the coefficients, matched by support vector
-    o = dict(zip(ours.support_.tolist(), np.asarray(ours.dual_coef_).ravel().tolist()))
-    r = dict(zip(_kept(sw, len(X))[ref.support_].tolist(), np.asarray(ref.dual_coef_).ravel().tolist()))
+    ours_dual = ours.dual_coef_.toarray() if hasattr(ours.dual_coef_, "toarray") else ours.dual_coef_
+    o = dict(zip(ours.support_.tolist(), np.asarray(ours_dual).ravel().tolist()))
+    ref_dual = ref.dual_coef_.toarray() if hasattr(ref.dual_coef_, "toarray") else ref.dual_coef_  # a sparse fit's
+    r = dict(zip(_kept(sw, X.shape[0])[ref.support_].tolist(), np.asarray(ref_dual).ravel().tolist()))
     np.testing.assert_allclose([o[k] for k in sorted(r)], [r[k] for k in sorted(r)], rtol=0,
                                atol=TOL * max(1.0, max(abs(v) for v in r.values())))
 
@@ -301,3 +303,21 @@ def test_nu_solver_keeps_both_equality_constraints():
                          matvec=lambda r, c, v: K[np.ix_(r, c)] @ v, cache_rows=n, tol=1e-7)
     np.testing.assert_allclose(res.alpha / res.r, ref.alpha, atol=2e-3 / res.r)
     assert res.rho / res.r == pytest.approx(ref.rho, abs=2e-3)
+
+
+def test_sparse_rows_equal_libsvms_sparse_fit(diabetes_std):
+    import scipy.sparse as sp
+
+    X, y = diabetes_std
+    Xs = sp.csr_matrix(np.where(np.abs(X) < 0.5, 0.0, X))  # ~60 % zeros
+    ours, ref = KernelSVR().fit(Xs, y), svm.SVR().fit(Xs, y)
+    _same_machine(ours, ref, Xs)
+    assert sp.issparse(ours.support_vectors_)
+    np.testing.assert_allclose(ours.support_vectors_.toarray(), ref.support_vectors_.toarray())
+    # linear: a degenerate dual (10 features, 442 samples), so the primal weights and predictions are compared
+    ours, ref = KernelSVR(kernel="linear").fit(Xs, y), svm.SVR(kernel="linear").fit(Xs, y)
+    assert sp.issparse(ours.coef_) and sp.issparse(ours.dual_coef_)  # as scikit-learn's after a sparse fit
+    np.testing.assert_allclose(ours.coef_.toarray(), ref.coef_.toarray(), rtol=0, atol=TOL)
+    pred = ref.predict(Xs)
+    np.testing.assert_allclose(ours.predict(Xs), pred, rtol=0, atol=TOL * max(1.0, np.abs(pred).max()))
+    _same_machine(OneClassSVM(nu=0.2).fit(Xs), svm.OneClassSVM(nu=0.2).fit(Xs), Xs, values="decision_function")

@@ -34,6 +34,7 @@ from sklearn.utils.metaestimators import available_if
 from sklearn.utils.validation import check_is_fitted, column_or_1d
 
 from ..._backend import as_output, to_numpy
+from ..._sparse import is_sparse
 from ..._validation import Interval, Options, check_params
 from ...kernels import Linear
 from ...linalg import NumericalWarning
@@ -157,16 +158,19 @@ class _OneMachine(_SVCDecisionMixin, KernelEstimatorMixin, BaseEstimator):
         self.support_ = order.astype(np.int32)
         self.n_support_ = np.array([len(order)], dtype=np.int32)
         self.n_iter_ = int(res.n_iter)
-        self.dual_coef_ = coef[nz][None, :].astype(np.float64)
+        dual = coef[nz][None, :].astype(np.float64)
         self.intercept_ = np.array([-res.rho])
-        self._W = torch.as_tensor(self.dual_coef_.T, dtype=self._dtype, device=self._device)
+        self._W = torch.as_tensor(dual.T, dtype=self._dtype, device=self._device)
+        # a sparse fit's dual coefficients are a CSR matrix, as scikit-learn's
+        self.dual_coef_ = sp.csr_matrix(dual) if self._sparse else dual
         self._b = torch.as_tensor(self.intercept_, dtype=self._dtype, device=self._device)
         if self.kernel_.is_precomputed:
             self._sv = torch.as_tensor(order, device=self._device)
             self.support_vectors_ = torch.zeros(0, 0, dtype=self._dtype, device=self._device)
         else:
             self._sv = Xt[torch.as_tensor(order, device=Xt.device)]
-            self.support_vectors_ = self._sv
+            # sparse data: sparse support vectors, as KernelSVC's (scikit-learn's: a CSR matrix)
+            self.support_vectors_ = self._sv.to_scipy() if is_sparse(self._sv) else self._sv
 
     def _values(self, X):
         """``sum_i dual_coef_i k(sv_i, x) + intercept_`` per row of ``X``, a tensor of shape (n,)."""
@@ -181,7 +185,10 @@ class _OneMachine(_SVCDecisionMixin, KernelEstimatorMixin, BaseEstimator):
         if type(getattr(self, "kernel_", None)) is not Linear:
             raise AttributeError(f"coef_ is only available when using a linear kernel (exact {type(self).__name__} "
                                  f"with kernel='linear'); got kernel={self.kernel!r}.")
-        coef = to_numpy(self._W.T @ self._sv.to(self._W.dtype)).astype(np.float64)
+        sv = self._sv.to(self._W.dtype)
+        coef = to_numpy(sv.t_matmul(self._W).T if is_sparse(sv) else self._W.T @ sv).astype(np.float64)
+        if getattr(self, "_sparse", False):
+            return sp.csr_matrix(coef)  # a sparse fit's primal weights, as scikit-learn's
         coef.flags.writeable = False
         return coef
 
