@@ -29,6 +29,7 @@ from sklearn.base import clone
 
 from ..kernels import RBF, Kernel
 from ._data import CLIError
+from ._prep import final_estimator
 
 __all__ = ["Tuned", "TUNE_MAX_ROWS", "apply", "skip_reason", "tune"]
 
@@ -114,7 +115,6 @@ def _scorer(est, classifier: bool):
 def tune(model, X, y, args, *, classifier: bool) -> Tuned:
     """Choose the kernel and regularisation of ``model`` (the unfitted pipeline) on ``(X, y)``."""
     from ..models import NystroemKernelRidgeCV
-    from ._commands import final_estimator
 
     t0 = time.perf_counter()
     est = final_estimator(model)

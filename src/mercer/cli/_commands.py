@@ -20,7 +20,8 @@ from ..models import (KernelPCA, KernelRidge, KernelRidgeClassifier, KernelSVC, 
 from . import _autotune
 from ._arguments import MODELS
 from ._data import CLIError, is_large_input, read_table, streamed_table
-from ._prep import as_categorical, build_pipeline, categorical_columns, describe_plan, plan_columns
+from ._prep import (as_categorical, build_pipeline, categorical_columns, describe_plan, final_estimator,
+                    plan_columns)
 from ._progress import Progress
 
 __all__ = ["MODELS", "Prepared", "build_estimator", "check_out_path", "final_estimator", "prepare", "run_demo",
@@ -74,12 +75,6 @@ def build_estimator(args):
         return cls(alpha=alpha, n_centers=args.centers or "auto", random_state=args.seed, **common)
     cls = KernelRidge if args.model == "ridge" else KernelRidgeClassifier
     return cls(alpha=alpha, **common)
-
-
-def final_estimator(model):
-    """The mercer estimator at the end of a pipeline (inside a TransformedTargetRegressor)."""
-    model = getattr(model, "steps", [[None, model]])[-1][1]
-    return getattr(model, "regressor_", getattr(model, "regressor", model))
 
 
 def check_out_path(path_text: str, what: str = "--out") -> Path:

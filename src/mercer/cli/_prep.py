@@ -17,7 +17,7 @@ import numpy as np
 
 from ._data import CLIError
 
-__all__ = ["ColumnPlan", "as_categorical", "build_pipeline", "categorical_columns", "describe_plan",
+__all__ = ["ColumnPlan", "as_categorical", "build_pipeline", "categorical_columns", "describe_plan", "final_estimator",
            "missing_report", "plan_columns"]
 
 _INDEX_ALWAYS = re.compile(r"Unnamed: \d+|rownames", re.IGNORECASE)
@@ -130,6 +130,12 @@ def categorical_columns(pipeline) -> list:
         if name == "categorical":
             return list(cols)
     return []
+
+
+def final_estimator(model):
+    """The mercer estimator at the end of a pipeline (inside a TransformedTargetRegressor)."""
+    model = getattr(model, "steps", [[None, model]])[-1][1]
+    return getattr(model, "regressor_", getattr(model, "regressor", model))
 
 
 def build_pipeline(plan: ColumnPlan, model, *, scale_target: bool):
