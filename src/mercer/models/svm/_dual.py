@@ -1,6 +1,6 @@
 """One SMO solve on a subset of the training samples, shared by the whole SVM family.
 
-:func:`solve_on` builds the kernel rows of the samples ``idx`` (:class:`~mercer.models.svm._svc._Rows`:
+:func:`solve_on` builds the kernel rows of the samples ``idx`` (:class:`_Rows`:
 blocked products, or the RBF rows computed inside the compiled loop), sizes the row cache from the
 execution plan (or ``cache_size``) and the prefetch batch, and runs
 :func:`~mercer.models.svm._smo.solve_smo` on LIBSVM's general dual
@@ -13,15 +13,22 @@ one-class SVM (:class:`~mercer.models.svm.OneClassSVM`).
 
 from __future__ import annotations
 
+import math
 import warnings
 
 import numpy as np
 import torch
 
-from ...linalg import SVM_BATCH_BYTES, MiB, NumericalWarning, plan_rows
+from ..._backend import row_sq_norms, to_numpy
+from ..._sparse import is_sparse
+from ...kernels import RBF, Kernel
+from ...linalg import SVM_BATCH_BYTES, KernelOperator, MiB, NumericalWarning, plan_rows
 from ._smo import SMOResult, solve_smo
 
 __all__ = ["solve_on"]
+
+#: Most features at which the SMO loop computes RBF kernel rows itself (see ``_Rows.features``).
+_INLOOP_MAX_FEATURES = 64
 
 #: Most kernel rows computed per cache miss (the missing row and the top violators) ...
 MAX_BATCH = 64
@@ -33,6 +40,62 @@ CACHE_ITEMSIZE = 4
 #: Smallest stopping tolerance SMO is run with: its float64 gradient, updated a column at a time,
 #: does not resolve smaller KKT violations (tol=1e-300 ran to the 10^7-iteration limit; 1e-13 stops).
 TOL_MIN = 1e-12
+
+
+class _Rows:
+    """Kernel rows, diagonal and blocked products on one (sub)problem's samples."""
+
+    def __init__(self, kernel: Kernel, Xs: torch.Tensor, budget: int, cols=None, owner: str = "KernelSVC"):
+        self.kernel, self.X, self.budget, self.owner = kernel, Xs, budget, owner
+        self.pre = kernel.is_precomputed
+        if self.pre:  # Xs: rows of the Gram matrix restricted to this problem's columns
+            self.X = Xs[:, cols] if cols is not None else Xs
+        self.rbf = type(kernel) is RBF and not kernel.is_ard  # per-feature gammas: the generic path
+        if self.rbf:
+            self.g = float(kernel.gamma if kernel.gamma is not None else 1.0 / Xs.shape[1])
+            self.nrm = row_sq_norms(Xs).mul_(-self.g)
+
+    def features(self) -> np.ndarray | None:
+        """For the RBF kernel at few features on the CPU: the samples' features times sqrt(gamma),
+        one feature per row, for the SMO loop to compute its kernel rows itself (None otherwise:
+        rows come from this object, in blocks). Data whose squared distances may overflow keeps the
+        blocked path, which reports a non-finite kernel."""
+        X = self.X
+        if not (self.rbf and X.device.type == "cpu" and X.layout == torch.strided
+                and X.shape[1] <= _INLOOP_MAX_FEATURES
+                and float(self.nrm.min()) > -torch.finfo(X.dtype).max / 8):  # -gamma |x|^2; NaN fails too
+            return None
+        return to_numpy((X * math.sqrt(self.g)).T.contiguous())
+
+    def diag(self) -> np.ndarray:
+        if self.pre:
+            return to_numpy(torch.diagonal(self.X)).astype(np.float64)
+        return to_numpy(KernelOperator(self.kernel, self.X, memory_budget=self.budget).diag()).astype(np.float64)
+
+    def __call__(self, idx: np.ndarray) -> np.ndarray:
+        block = self._block(idx)
+        if not np.isfinite(block).all():  # O(rows * n) next to the O(rows * n * d) block
+            raise ValueError(f"{self.owner}: the kernel matrix has non-finite values (NaN or inf) on the training "
+                             "data; the dual coefficients or intercepts would not be finite. The input data may "
+                             "contain large values and need to be preprocessed.")
+        return block
+
+    def _block(self, idx: np.ndarray) -> np.ndarray:
+        it = torch.as_tensor(idx, device=self.X.device)
+        if self.pre:
+            return to_numpy(self.X[it])
+        if self.rbf and not is_sparse(self.X):  # sparse rows: the kernel's own sparse product
+            D = torch.addmm(self.nrm[None, :], self.X[it], self.X.T, alpha=2.0 * self.g)
+            return to_numpy(D.add_(self.nrm[it][:, None]).clamp_max_(0.0).exp_())
+        return to_numpy(self.kernel(self.X[it], self.X))
+
+    def matvec(self, r, c, v) -> np.ndarray:
+        vt = torch.as_tensor(v, dtype=self.X.dtype, device=self.X.device)
+        rt = torch.as_tensor(r, device=self.X.device)
+        ct = torch.as_tensor(c, device=self.X.device)
+        if self.pre:
+            return to_numpy(self.X[rt][:, ct] @ vt).astype(np.float64)
+        return to_numpy(KernelOperator(self.kernel, self.X[rt], self.X[ct], memory_budget=self.budget).matvec(vt)).astype(np.float64)
 
 
 def solver_tol(est) -> float:
@@ -55,8 +118,6 @@ def solve_on(est, Xt: torch.Tensor, idx: np.ndarray, y: np.ndarray, Cb: np.ndarr
     ``pairs``: two variables per sample (SVR: variable ``t`` and ``t + n`` read sample ``t``'s
     kernel row), so ``len(y) == 2 len(idx)``; ``nu``: LIBSVM's Solver_NU. Sets ``index`` of the result.
     """
-    from ._svc import _Rows  # the row source of KernelSVC (imported here: _svc imports this module)
-
     n = len(idx)
     it = torch.as_tensor(idx, device=Xt.device)
     rows = _Rows(est.kernel_, Xt[it], est._budget, cols=it if est.kernel_.is_precomputed else None,

@@ -14,7 +14,6 @@ Probabilities: Platt scaling (:mod:`mercer.models.svm._platt`).
 from __future__ import annotations
 
 import logging
-import math
 import time
 import warnings
 from numbers import Integral
@@ -29,25 +28,23 @@ from sklearn.utils.metaestimators import available_if
 from sklearn.utils.multiclass import _ovr_decision_function
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, column_or_1d
 
-from ..._backend import as_output, row_sq_norms, to_numpy
+from ..._backend import as_output, to_numpy
 from ..._sparse import is_sparse
 from ..._validation import Interval, Options, check_params
 from ...approx import Nystroem, RandomFourierFeatures
-from ...kernels import RBF, Kernel, Linear
+from ...kernels import Kernel, Linear
 from ...linalg import KernelOperator, NumericalWarning
 from .._base import COMPUTE_CONSTRAINTS, KernelEstimatorMixin
 from ._common import (AT_LEAST_ONE, CLASS_WEIGHT_CONSTRAINT, POSITIVE, POSITIVE_OR_INF, SVC_KERNEL_CONSTRAINTS,
                       _class_weights, _contains_sigmoid, _few_threads, _labels, _predict_labels, svc_kernel)
 from ._platt import _sigmoid_train, class_probabilities
-from ._dual import solve_on
+from ._dual import _INLOOP_MAX_FEATURES, _Rows, solve_on  # noqa: F401  (tests read them here)
 from ._smo import SMOResult
 
 __all__ = ["KernelSVC"]
 
 log = logging.getLogger(__name__)
 
-#: Most features at which the SMO loop computes RBF kernel rows itself (see ``_Rows.features``).
-_INLOOP_MAX_FEATURES = 64
 #: The approximate feature maps and the compute parameters each accepts.
 #: scikit-learn 1.9 deprecates SVC's ``probability`` and ``probA_``/``probB_``; mercer follows (same wording).
 _PROB_DEPRECATION = ("Attribute `{}` was deprecated in version 1.9 of scikit-learn, as SVC's `probability=True` "
@@ -70,62 +67,6 @@ def _smo_threads(device: torch.device):
     most the kernel-block part of a d = 784 fit; not measured here.)
     """
     return _few_threads(device, 0)
-
-
-class _Rows:
-    """Kernel rows, diagonal and blocked products on one (sub)problem's samples."""
-
-    def __init__(self, kernel: Kernel, Xs: torch.Tensor, budget: int, cols=None, owner: str = "KernelSVC"):
-        self.kernel, self.X, self.budget, self.owner = kernel, Xs, budget, owner
-        self.pre = kernel.is_precomputed
-        if self.pre:  # Xs: rows of the Gram matrix restricted to this problem's columns
-            self.X = Xs[:, cols] if cols is not None else Xs
-        self.rbf = type(kernel) is RBF and not kernel.is_ard  # per-feature gammas: the generic path
-        if self.rbf:
-            self.g = float(kernel.gamma if kernel.gamma is not None else 1.0 / Xs.shape[1])
-            self.nrm = row_sq_norms(Xs).mul_(-self.g)
-
-    def features(self) -> np.ndarray | None:
-        """For the RBF kernel at few features on the CPU: the samples' features times sqrt(gamma),
-        one feature per row, for the SMO loop to compute its kernel rows itself (None otherwise:
-        rows come from this object, in blocks). Data whose squared distances may overflow keeps the
-        blocked path, which reports a non-finite kernel."""
-        X = self.X
-        if not (self.rbf and X.device.type == "cpu" and X.layout == torch.strided
-                and X.shape[1] <= _INLOOP_MAX_FEATURES
-                and float(self.nrm.min()) > -torch.finfo(X.dtype).max / 8):  # -gamma |x|^2; NaN fails too
-            return None
-        return to_numpy((X * math.sqrt(self.g)).T.contiguous())
-
-    def diag(self) -> np.ndarray:
-        if self.pre:
-            return to_numpy(torch.diagonal(self.X)).astype(np.float64)
-        return to_numpy(KernelOperator(self.kernel, self.X, memory_budget=self.budget).diag()).astype(np.float64)
-
-    def __call__(self, idx: np.ndarray) -> np.ndarray:
-        block = self._block(idx)
-        if not np.isfinite(block).all():  # O(rows * n) next to the O(rows * n * d) block
-            raise ValueError(f"{self.owner}: the kernel matrix has non-finite values (NaN or inf) on the training "
-                             "data; the dual coefficients or intercepts would not be finite. The input data may "
-                             "contain large values and need to be preprocessed.")
-        return block
-
-    def _block(self, idx: np.ndarray) -> np.ndarray:
-        it = torch.as_tensor(idx, device=self.X.device)
-        if self.pre:
-            return to_numpy(self.X[it])
-        if self.rbf and not is_sparse(self.X):  # sparse rows: the kernel's own sparse product
-            D = torch.addmm(self.nrm[None, :], self.X[it], self.X.T, alpha=2.0 * self.g)
-            return to_numpy(D.add_(self.nrm[it][:, None]).clamp_max_(0.0).exp_())
-        return to_numpy(self.kernel(self.X[it], self.X))
-
-    def matvec(self, r, c, v) -> np.ndarray:
-        vt = torch.as_tensor(v, dtype=self.X.dtype, device=self.X.device)
-        rt = torch.as_tensor(r, device=self.X.device)
-        ct = torch.as_tensor(c, device=self.X.device)
-        if self.pre:
-            return to_numpy(self.X[rt][:, ct] @ vt).astype(np.float64)
-        return to_numpy(KernelOperator(self.kernel, self.X[rt], self.X[ct], memory_budget=self.budget).matvec(vt)).astype(np.float64)
 
 
 # -- shared decision machinery ---------------------------------------------------------------------
