@@ -33,6 +33,7 @@ from mercer.kernels import (
 from mercer.models import (KernelPCA, KernelRidge, KernelRidgeClassifier, NystroemKernelRidge,
                            NystroemKernelRidgeClassifier)
 from mercer.models import BudgetSVC, KernelSVC, KernelSVR, NuSVC, NuSVR, OneClassSVM, ReducedSetSVC
+from mercer.models import NystroemKernelRidgeClassifierCV, NystroemKernelRidgeCV
 from mercer.models import (KernelKMeans, KernelKNeighborsClassifier, KernelKNeighborsRegressor, KernelLogisticRegression,
                            KernelPerceptron, KernelRadiusNeighborsClassifier, KernelRadiusNeighborsRegressor, KMeans)
 
@@ -111,6 +112,9 @@ CASES = {
     "gp": lambda: GaussianProcessRegressor(kernel=RBF(0.05) + Linear(), max_iter=20),
     "gp-sparse": lambda: SparseGPRegressor(n_inducing=15, max_iter=10, random_state=0),
     "ridge-cv": lambda: KernelRidgeCV(kernel="rbf", gamma=0.05, max_iter=10),
+    "nystroem-ridge-cv": lambda: NystroemKernelRidgeCV(gamma=0.05, n_centers=20, max_iter=5, random_state=0),
+    "classifier-nystroem-cv": lambda: NystroemKernelRidgeClassifierCV(gamma=0.05, n_centers=20, max_iter=5,
+                                                                      random_state=0),
     "mkl-regressor": lambda: MKLRegressor(kernels=[RBF(0.05), Linear(), Polynomial(degree=2)]),
     "classifier-mkl": lambda: MKLClassifier(kernels=[RBF(0.05), Laplacian(0.1)], max_iter=100),
     "classifier-svc-nystroem": lambda: KernelSVC(kernel="rbf", gamma=0.05, approximation="nystroem", n_components=40,
@@ -424,7 +428,7 @@ def test_registry_covers_every_public_estimator():
     import mercer.models
 
     models = {n for n in mercer.models.__all__ if isinstance(getattr(mercer.models, n), type)}
-    assert len(models) == 29 and _TRANSFORMERS <= set(mercer.approx.__all__)
+    assert len(models) == 31 and _TRANSFORMERS <= set(mercer.approx.__all__)
     assert set(loadable_estimators()) == models | _TRANSFORMERS
     for name in loadable_estimators():  # declarations are private attribute names, never fitted ones
         cls = getattr(mercer.models, name, None) or getattr(mercer.approx, name)
