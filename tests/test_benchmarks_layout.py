@@ -7,6 +7,7 @@ one that parses the arguments and stops.
 
 from __future__ import annotations
 
+import importlib.machinery
 import importlib.util
 import re
 import sys
@@ -27,6 +28,15 @@ def test_the_folders():
     for probe in (BENCH / "probes").glob("*.py"):
         assert probe.name.startswith("probe_"), probe
     assert (BENCH / "results" / "README.md").is_file() and (BENCH / "results" / "MOVED.md").is_file()
+
+
+def test_no_suite_shadows_an_installed_module():
+    """A suite runs with its folder first on ``sys.path``: a suite named like an installed module
+    (``sparse.py``) is what ``import sparse`` then finds (Dask's array module failed so)."""
+    path = [p for p in sys.path if Path(p or ".").resolve() != (BENCH / "suites").resolve()]
+    shadowing = [p.stem for p in SUITES if importlib.machinery.PathFinder.find_spec(p.stem, path) is not None
+                 or p.stem in sys.builtin_module_names or p.stem in sys.stdlib_module_names]
+    assert not shadowing, shadowing
 
 
 def test_no_machine_paths():

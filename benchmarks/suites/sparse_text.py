@@ -1,4 +1,5 @@
-"""Sparse text: mercer's KernelSVC and NystroemKernelRidgeClassifier on TF-IDF rows, beside
+"""Sparse text (named ``sparse_text``, not ``sparse``: a suite runs with its folder first on
+``sys.path``, where ``sparse.py`` would shadow pydata's ``sparse`` that Dask imports): mercer's KernelSVC and NystroemKernelRidgeClassifier on TF-IDF rows, beside
 scikit-learn's SVC (LIBSVM's sparse path), LinearSVC and Nystroem + RidgeClassifier, in the same run.
 
 Data: Debian's ``fortunes`` (``/usr/share/games/fortunes``; ``--fortunes-dir`` or
@@ -18,10 +19,10 @@ centres, alpha = 0.1); LinearSVC alone (primal, for scale).
 
 Run::
 
-    .venv/bin/python benchmarks/suites/sparse.py --quick   # 8 categories, ~2,000 texts (< 1 min)
-    .venv/bin/python benchmarks/suites/sparse.py           # every category, ~15,000 texts
+    .venv/bin/python benchmarks/suites/sparse_text.py --quick   # 8 categories, ~2,000 texts (< 1 min)
+    .venv/bin/python benchmarks/suites/sparse_text.py           # every category, ~15,000 texts
 
-Results: ``benchmarks/results/sparse/latest.{json,md}`` (``quick.*`` with ``--quick``). On a shared
+Results: ``benchmarks/results/sparse_text/latest.{json,md}`` (``quick.*`` with ``--quick``). On a shared
 machine compare the ratios (both sides of a pair in one run), and see the load averages recorded.
 """
 
@@ -152,12 +153,12 @@ PAIRS = [("svc-linear", "sklearn-svc-linear"), ("svc-cosine", "sklearn-svc-cosin
 
 
 def main(argv=None) -> None:
-    parser = suite_parser("sparse", __doc__, refs=("sklearn",), quick="8 categories, ~2,000 texts (under a minute)")
+    parser = suite_parser("sparse_text", __doc__, refs=("sklearn",), quick="8 categories, ~2,000 texts (under a minute)")
     parser.add_argument("--fortunes-dir", type=Path, default=None,
                         help="folder of the fortunes files (default $MERCER_FORTUNES_DIR, else /usr/share/games/fortunes)")
     parser.add_argument("--centres", type=int, default=None, help="Nyström centres (default 200 quick, 1000 full)")
     args = parse_suite_args(parser, argv)
-    args.suite = "sparse"
+    args.suite = "sparse_text"
     folder = fortunes_dir(args.fortunes_dir)
     if folder is None:
         print("fortunes not found (install Debian's 'fortunes' or pass --fortunes-dir): nothing to run", file=sys.stderr)
