@@ -38,9 +38,9 @@ test-sklearn: setup
 MERCER_UCI_DIR ?= $(firstword $(wildcard $(CURDIR)/shared/data/uci $(abspath $(CURDIR)/../shared/data/uci)))
 export MERCER_UCI_DIR
 #: every suite, in its quick mode (seconds to a minute each; under 10 minutes in all on 2 cores)
-QUICK_SUITES := startup ridge_pca nystroem svm cluster gp gp_ard sketch linear stream dask_cluster shapes gpu
+QUICK_SUITES := startup ridge_pca nystroem svm cluster gp gp_ard tune sketch sparse_text linear stream dask_cluster shapes gpu
 #: the main suites, in their default mode (hours on 2 cores)
-MAIN_SUITES := ridge_pca nystroem svm cluster gp sketch startup
+MAIN_SUITES := ridge_pca nystroem svm cluster gp tune sketch sparse_text startup
 
 bench-quick: setup
 	@start=$$(date +%s); failed=""; \
