@@ -42,8 +42,11 @@ from ._source_blocks import tensor_blocks
 __all__ = ["KernelStatistics", "kernel_statistics", "statistics_rows"]
 
 #: Kernel-row copies one row of a block holds in the backward pass: the tile, the kernel's saved
-#: intermediates (besides its declared scratch), the tile's adjoint and ``K_b G_A``.
-_BACKWARD_ROW_COPIES = 4.0
+#: intermediates (besides its declared scratch), the tile's adjoint, ``K_b G_A`` and autograd's
+#: gradients of the intermediates. 4 was measured short: NystroemKernelRidgeCV at a 64 MiB budget
+#: (n = 4,000, one block) peaked 89.7 MiB over its allowance of 77.3; with 8, 69.4 MiB
+#: (benchmarks/probes/probe_memory_budget.py, benchmarks/results/budget/latest.md).
+_BACKWARD_ROW_COPIES = 8.0
 
 
 @dataclasses.dataclass(frozen=True)
