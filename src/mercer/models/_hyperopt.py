@@ -34,11 +34,12 @@ import torch
 from scipy.optimize import minimize as _scipy_minimize
 from sklearn.exceptions import ConvergenceWarning
 
+from .._backend import check_random_state
 from .._progress import task
 from .._validation import Interval, Options, describe
 
-__all__ = ["OPTIMIZER_CONSTRAINTS", "RunReport", "check_bounds", "check_target_scale", "chol_with_jitter", "optimize",
-           "report"]
+__all__ = ["OPTIMIZER_CONSTRAINTS", "RunReport", "check_bounds", "check_target_scale", "chol_with_jitter", "minimise_into",
+           "optimize", "report"]
 
 log = logging.getLogger(__name__)
 
@@ -253,6 +254,31 @@ def optimize(loss_fn, theta0, bounds, *, method: str, max_iter: int, n_restarts:
         log.info("start %d: loss %.6g -> %.6g in %d iterations (%s)", start, f0, f, nit, msg)
     best = min(runs, key=lambda r: r.loss)
     return best, runs
+
+
+def minimise_into(est, loss, theta: np.ndarray, bounds: np.ndarray, names: list, *, what: str, dtype,
+                  device, perturb=None, desc: str | None = None) -> np.ndarray:
+    """Minimise ``loss`` from ``theta`` with ``est``'s optimizer settings (``optimizer``, ``max_iter``,
+    ``n_restarts_optimizer``, ``random_state``), or only evaluate it when ``est.optimizer`` is None or
+    there is nothing to learn. Sets ``optimizer_results_``, ``n_evals_``, ``n_iter_`` and ``cv_error_``
+    on ``est`` (the objective ``what`` is minimised); returns the best theta. ``names`` and ``bounds``
+    name the reported coordinates (the first ``len(names)``)."""
+    est.optimizer_results_ = []
+    if est.optimizer is not None and theta.size:
+        extra = {} if desc is None else {"desc": desc}
+        best, runs = optimize(loss, theta, bounds, method=est.optimizer, max_iter=est.max_iter,
+                              n_restarts=est.n_restarts_optimizer, rng=check_random_state(est.random_state),
+                              dtype=dtype, device=device, perturb=perturb, **extra)
+        est.optimizer_results_ = [r.as_dict() for r in runs]
+        est.n_evals_ = int(sum(r.n_evals for r in runs))
+        report(best, runs, names, bounds[:len(names)], owner=type(est).__name__, what=what, maximised=False)
+        est.cv_error_ = float(best.loss)
+        est.n_iter_ = max(1, int(best.n_iter))
+        return best.theta
+    with torch.no_grad():
+        est.cv_error_ = float(loss(torch.as_tensor(theta, dtype=dtype, device=device)))
+    est.n_evals_ = est.n_iter_ = 1
+    return theta
 
 
 def report(best: RunReport, runs, names, bounds, *, owner: str, what: str = "log marginal likelihood",

@@ -26,12 +26,11 @@ import torch
 from sklearn.base import BaseEstimator, MultiOutputMixin, RegressorMixin
 from sklearn.utils.validation import check_is_fitted
 
-from ..._backend import check_random_state
 from ..._validation import Interval, Options, check_params
 from ...kernels import DistanceCache, LearnableKernel
 from ...linalg import MemoryBudgetError, format_bytes
 from .._base import COMPUTE_CONSTRAINTS, KERNEL_CONSTRAINTS, KernelEstimatorMixin
-from .._hyperopt import OPTIMIZER_CONSTRAINTS, check_bounds, check_target_scale, chol_with_jitter, optimize, report
+from .._hyperopt import OPTIMIZER_CONSTRAINTS, check_bounds, check_target_scale, chol_with_jitter, minimise_into
 from ._exact import KernelRidge
 
 __all__ = ["KernelRidgeCV", "loo_residuals"]
@@ -189,7 +188,8 @@ class KernelRidgeCV(MultiOutputMixin, RegressorMixin, KernelEstimatorMixin, Base
 
         self.hyperparameter_names_ = names
         t0 = time.perf_counter()
-        theta = self._search(loss, theta, bounds, names)
+        theta = minimise_into(self, loss, theta, bounds, names, what=f"{self.objective.upper()} error",
+                              dtype=self._dtype, device=self._device)
         self.learning_time_ = time.perf_counter() - t0
         self.theta_ = np.asarray(theta, dtype=np.float64)
         self.kernel_ = lk.build(self.theta_[:p])
@@ -197,26 +197,6 @@ class KernelRidgeCV(MultiOutputMixin, RegressorMixin, KernelEstimatorMixin, Base
         self.estimator_ = KernelRidge(alpha=self.alpha_, kernel=self.kernel_, solver="dual", device=self._device,
                                       dtype=self._dtype, memory_budget=self.memory_budget).fit(X, y)
         return self
-
-    def _search(self, loss, theta: np.ndarray, bounds: np.ndarray, names: list) -> np.ndarray:
-        """Minimise ``loss`` from ``theta`` (or only evaluate it, without an optimizer); sets
-        ``optimizer_results_``, ``n_evals_``, ``n_iter_`` and ``cv_error_``; returns the best theta."""
-        self.optimizer_results_ = []
-        if self.optimizer is not None and theta.size:
-            best, runs = optimize(loss, theta, bounds, method=self.optimizer, max_iter=self.max_iter,
-                                  n_restarts=self.n_restarts_optimizer, rng=check_random_state(self.random_state),
-                                  dtype=self._dtype, device=self._device)
-            self.optimizer_results_ = [r.as_dict() for r in runs]
-            self.n_evals_ = int(sum(r.n_evals for r in runs))
-            report(best, runs, names, bounds, owner=type(self).__name__,
-                   what=f"{self.objective.upper()} error", maximised=False)
-            self.cv_error_ = float(best.loss)
-            self.n_iter_ = max(1, int(best.n_iter))
-            return best.theta
-        with torch.no_grad():
-            self.cv_error_ = float(loss(torch.as_tensor(theta, dtype=self._dtype, device=self._device)))
-        self.n_evals_ = self.n_iter_ = 1
-        return theta
 
     @property
     def dual_coef_(self):

@@ -40,7 +40,7 @@ from ...kernels import LearnableKernel
 from ...linalg import kernel_statistics
 from ...sources import RowSource
 from .._base import COMPUTE_CONSTRAINTS, KERNEL_CONSTRAINTS, KernelEstimatorMixin
-from .._hyperopt import OPTIMIZER_CONSTRAINTS, check_bounds, check_target_scale, chol_with_jitter, optimize, report
+from .._hyperopt import OPTIMIZER_CONSTRAINTS, check_bounds, check_target_scale, chol_with_jitter, minimise_into
 from ._exact import _classification_targets
 from ._nystroem import NystroemKernelRidge, NystroemKernelRidgeClassifier
 
@@ -174,7 +174,9 @@ class _NystroemCVBase(KernelEstimatorMixin, BaseEstimator):
 
         self.hyperparameter_names_ = names
         t0 = time.perf_counter()
-        theta = self._search(loss, theta, bounds, names[:q], q)
+        theta = minimise_into(self, loss, theta, bounds, names[:q], what=f"{self.objective} error",
+                              dtype=torch.float64, device=self._device, perturb=np.arange(theta.size) < q,
+                              desc=f"{type(self).__name__}: {self.objective}")
         self.learning_time_ = time.perf_counter() - t0
         self.objective_path_ = np.asarray(path, dtype=np.float64)
         self.theta_ = np.asarray(theta[:q], dtype=np.float64)
@@ -217,28 +219,6 @@ class _NystroemCVBase(KernelEstimatorMixin, BaseEstimator):
             raise ValueError(f"{type(self).__name__}: the sample weights of the training or the validation rows "
                              "sum to zero.")
         return W
-
-    def _search(self, loss, theta: np.ndarray, bounds: np.ndarray, names: list, q: int) -> np.ndarray:
-        """Minimise ``loss`` from ``theta`` (or only evaluate it without an optimizer); sets
-        ``optimizer_results_``, ``n_evals_``, ``n_iter_`` and ``cv_error_``."""
-        self.optimizer_results_ = []
-        if self.optimizer is not None and theta.size:
-            perturb = np.arange(theta.size) < q
-            best, runs = optimize(loss, theta, bounds, method=self.optimizer, max_iter=self.max_iter,
-                                  n_restarts=self.n_restarts_optimizer, rng=check_random_state(self.random_state),
-                                  dtype=torch.float64, device=self._device, perturb=perturb,
-                                  desc=f"{type(self).__name__}: {self.objective}")
-            self.optimizer_results_ = [r.as_dict() for r in runs]
-            self.n_evals_ = int(sum(r.n_evals for r in runs))
-            report(best, runs, names, bounds[:q], owner=type(self).__name__,
-                   what=f"{self.objective} error", maximised=False)
-            self.cv_error_ = float(best.loss)
-            self.n_iter_ = max(1, int(best.n_iter))
-            return best.theta
-        with torch.no_grad():
-            self.cv_error_ = float(loss(torch.as_tensor(theta, dtype=torch.float64, device=self._device)))
-        self.n_evals_ = self.n_iter_ = 1
-        return theta
 
     # -- the fitted model ---------------------------------------------------------------------------
     @property
