@@ -23,6 +23,7 @@ from ..._backend import row_sq_norms, to_numpy
 from ..._sparse import is_sparse
 from ...kernels import RBF, Kernel
 from ...linalg import SVM_BATCH_BYTES, KernelOperator, MiB, NumericalWarning, plan_rows
+from ._batched import solve_batched, working_set_size
 from ._smo import SMOResult, solve_smo
 
 __all__ = ["solve_on"]
@@ -40,6 +41,18 @@ CACHE_ITEMSIZE = 4
 #: Smallest stopping tolerance SMO is run with: its float64 gradient, updated a column at a time,
 #: does not resolve smaller KKT violations (tol=1e-300 ran to the 10^7-iteration limit; 1e-13 stops).
 TOL_MIN = 1e-12
+#: Which solver :func:`solve_on` runs: ``"auto"`` (:func:`use_batched`), ``"smo"`` (pair at a time)
+#: or ``"batched"`` (working sets); tests and benchmarks set it to compare the two.
+SOLVER = "auto"
+#: Fewest samples at which ``"auto"`` takes the batched working-set solver (see :func:`use_batched`).
+BATCHED_MIN_SAMPLES = 20_000
+
+
+def use_batched(n: int) -> bool:
+    """Whether :func:`solve_on` runs the batched working-set solver on a problem of ``n`` samples."""
+    if SOLVER != "auto":
+        return SOLVER == "batched"
+    return n >= BATCHED_MIN_SAMPLES
 
 
 class _Rows:
@@ -126,10 +139,16 @@ def solve_on(est, Xt: torch.Tensor, idx: np.ndarray, y: np.ndarray, Cb: np.ndarr
     # The cache's capacity (LIBSVM's cache_size): at least the two rows of the pair being updated.
     # (a cache_size of 1e308 MiB is inf bytes: capped, never int(inf))
     cache_bytes = est._plan.share("row cache") if est.cache_size is None else int(min(est.cache_size * MiB, 2.0**62))
+    rmap = np.concatenate([np.arange(n), np.arange(n)]) if pairs else None
+    if use_batched(n):
+        q = working_set_size(width, n * CACHE_ITEMSIZE, cache_bytes)
+        res = solve_batched(rows, rows.diag(), y, Cb, q=q, cache_dtype=np.float32, tol=solver_tol(est),
+                            max_iter=int(est.max_iter), p=p, alpha0=alpha0, rmap=rmap, nu=nu)
+        res.index = idx
+        return res
     cache_rows = max(2, min(n, cache_bytes // max(1, width * CACHE_ITEMSIZE)))
     batch = plan_rows(MAX_BATCH, width * CACHE_ITEMSIZE, budget=est._budget, min_rows=MIN_BATCH,
                       max_bytes=SVM_BATCH_BYTES, what="a batch of kernel rows")
-    rmap = np.concatenate([np.arange(n), np.arange(n)]) if pairs else None
     res = solve_smo(rows, rows.diag(), y, Cb, matvec=rows.matvec, cache_rows=cache_rows, cache_dtype=np.float32,
                     tol=solver_tol(est), shrinking=bool(est.shrinking), max_iter=int(est.max_iter), batch=batch,
                     features=rows.features(), p=p, alpha0=alpha0, rmap=rmap, nu=nu)
