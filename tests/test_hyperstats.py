@@ -12,6 +12,7 @@ import torch
 from mercer import sources
 from mercer.kernels import RBF, LearnableKernel, Matern, RationalQuadratic
 from mercer.linalg import kernel_statistics, statistics_rows
+from mercer.linalg._hyperstats import _RBFGradient
 from mercer.models.gp._sparse import _sgpr_bound, sgpr_bound_from_statistics
 from mercer.models.ridge._nystroem_cv import nystroem_gcv, nystroem_holdout_error
 
@@ -22,6 +23,8 @@ BUDGET = 6_000  # bytes: ~10 rows per block, so 15 blocks
 def kernels():
     return {
         "ard": RBF(gamma=[0.3, 0.8, 0.5]),
+        "scaled-ard": 0.8 * RBF(gamma=[0.3, 0.8, 0.5]),
+        "scaled-rbf": 1.3 * RBF(gamma=0.4),
         "sum-of-scaled": 1.7 * RBF(gamma=0.4) + 0.5 * Matern(length_scale=1.3),
         "product": 1.2 * Matern(nu=2.5, length_scale=[1.0, 2.0, 0.7]) * RationalQuadratic(length_scale=1.5, alpha=2.0),
     }
@@ -76,6 +79,38 @@ def test_statistics_and_their_gradients_equal_the_dense_computation(data, name):
         assert rel(a, b) < 1e-12
     assert float(abs(lb - ld) / abs(ld)) < 1e-12
     for a, b in zip(gb, gd):
+        assert rel(a, b) < 1e-8
+
+
+def test_rbf_kernels_take_the_closed_form_backward_and_the_others_autograd():
+    closed = {name for name, k in kernels().items() if _RBFGradient.handles(k)}
+    assert closed == {"ard", "scaled-ard", "scaled-rbf"}
+    assert _RBFGradient.handles(RBF()) and not _RBFGradient.handles(Matern(length_scale=[1.0, 2.0, 0.7]))
+
+
+@pytest.mark.parametrize("name", ["scaled-ard", "sum-of-scaled"])
+def test_gradients_far_from_the_origin_and_with_negative_weights(data, name):
+    """The closed form expands ``(x - z)^2``: data 100 units from the origin and signed weights (an
+    adjoint of either sign) still give autograd's dense gradient to 1e-8."""
+    X, Y, W, Z0 = data
+    X, Z0, W = X + 100.0, Z0 + 100.0, W - 0.4
+    lk = LearnableKernel(kernels()[name], D)
+    g = torch.Generator().manual_seed(2)
+    adj = [torch.randn(2, M, M, generator=g, dtype=torch.float64), torch.randn(2, M, 2, generator=g, dtype=torch.float64),
+           torch.randn(2, M, generator=g, dtype=torch.float64), torch.randn(2, generator=g, dtype=torch.float64)]
+
+    def run(blocked):
+        theta = torch.tensor(lk.theta0, requires_grad=True)
+        Z = Z0.clone().requires_grad_(True)
+        if blocked:
+            st = kernel_statistics(lk.at, theta, Z, X, Y, W, memory_budget=BUDGET)
+            parts = (st.gram, st.rhs, st.colsum, st.kdiag)
+        else:
+            parts = dense_statistics(lk.at(theta), X, Z, Y, W)
+        loss = sum((p * a).sum() for p, a in zip(parts, adj))
+        return torch.autograd.grad(loss, [theta, Z])
+
+    for a, b in zip(run(True), run(False)):
         assert rel(a, b) < 1e-8
 
 

@@ -24,7 +24,13 @@ product of ``K_b`` with its adjoint
 
 (and of the block's diagonal with ``sum_g g_{k,g} w_{g,b}``) is accumulated into the gradients with
 respect to ``theta`` and ``Z``: two passes per objective and gradient, whatever the number of
-hyperparameters (ARD: one per feature) or of centres' coordinates.
+hyperparameters (ARD: one per feature) or of centres' coordinates. The adjoint is one product
+``K_b [G_{A,0} + G_{A,0}^T, ...]`` for all weight columns. For ``RBF`` and ``c * RBF`` (one gamma or
+ARD) the vector-Jacobian product is written out (:class:`_RBFGradient`: one ``m x d`` product per
+block, no autograd graph); every other kernel is differentiated by autograd through its own code.
+At n = 15,000, d = 26, M = 200 (one thread, CPU time of the SGPR bound and its gradient) the backward
+pass went from 0.24 s to 0.10 s, the forward pass being 0.07 s: both now near their two
+``n x M x M`` products.
 """
 
 from __future__ import annotations
@@ -34,6 +40,8 @@ from collections.abc import Callable
 
 import torch
 
+from .._sparse import is_sparse
+from ..kernels import RBF, Scaled
 from ..sources import RowSource
 from ._blocking import plan_rows, row_blocks
 from ._plan import DIRECT_TILE_BYTES, current_plan
@@ -76,11 +84,81 @@ def statistics_rows(n: int, m: int, d: int, t: int, g: int, *, itemsize: int, sc
     return plan_rows(n, per_row, budget=plan.budget, fixed_bytes=fixed, max_bytes=DIRECT_TILE_BYTES, what=what)
 
 
+class _RBFGradient:
+    """The backward pass of an RBF kernel (one ``gamma`` or one per feature, ARD), optionally scaled
+    (``c * RBF``), in closed form: with ``P = K_b o Kbar_b`` (the tile times its adjoint),
+    ``r = P 1``, ``c = P^T 1`` and ``Q = P^T X_b`` (one ``m x d`` product per block),
+
+    * ``dL/dgamma_f = -sum_ij P_ij (x_if - z_jf)^2 = -(sum_i r_i x_if^2 + sum_j c_j z_jf^2 - 2 sum_j z_jf Q_jf)``,
+    * ``dL/dZ_jf = 2 gamma_f (Q_jf - c_j z_jf)``,
+    * ``dL/dscale = sum_ij P_ij / scale + sum_i w_i g_k`` (the diagonal is ``scale``),
+
+    in coordinates shifted by the centres' mean (the distances do not change; the expansion then does
+    not cancel digits for data far from the origin). Autograd would hold the tile's intermediates and
+    make two ``n x m x d`` products and several elementwise passes; this makes one product and no
+    graph. The gradients with respect to the kernel's hyperparameter tensors are taken to ``theta``
+    once, at the end, by autograd through ``theta -> (gamma, scale)`` (whatever ``kernel_at`` does)."""
+
+    def __init__(self, kernel, Z: torch.Tensor):
+        self.scaled = isinstance(kernel, Scaled)
+        rbf = kernel.kernel if self.scaled else kernel
+        self.scale = kernel.scale if self.scaled else None
+        d = Z.shape[1]
+        gamma = 1.0 / d if rbf.gamma is None else rbf.gamma
+        self.gamma_t = gamma if isinstance(gamma, torch.Tensor) else None
+        g = gamma.detach() if isinstance(gamma, torch.Tensor) else torch.as_tensor(gamma, dtype=torch.float64)
+        self.gamma = g.to(device=Z.device, dtype=torch.float64).reshape(-1).expand(d)
+        Z64 = Z.detach().to(torch.float64)
+        self.shift = Z64.mean(0)
+        self.Zs = Z64 - self.shift
+        self.d_gamma = torch.zeros(d, dtype=torch.float64, device=Z.device)
+        self.d_Z = torch.zeros_like(Z64)
+        self.d_scale = torch.zeros((), dtype=torch.float64, device=Z.device)
+
+    @staticmethod
+    def handles(kernel) -> bool:
+        """``RBF`` or ``c * RBF`` (exactly these classes: a subclass may change the formula)."""
+        return type(kernel.kernel if type(kernel) is Scaled else kernel) is RBF
+
+    def add_block(self, Xb, P, diag_adjoint):
+        """``P = K_b o Kbar_b`` (float64, overwritten is allowed) and the block's diagonal adjoint."""
+        r, c = P.sum(1), P.sum(0)
+        Xs = Xb.to(torch.float64) - self.shift
+        Q = P.mT @ Xs
+        self.d_gamma.sub_((Xs * Xs).mT @ r).sub_(c @ (self.Zs * self.Zs)).add_(2.0 * (self.Zs * Q).sum(0))
+        self.d_Z.add_(Q).sub_(c[:, None] * self.Zs)
+        if self.scaled:
+            self.d_scale.add_(c.sum()).add_(diag_adjoint.sum() * float(self.scale))
+
+    def finish(self, theta, Z, needs):
+        """``(d theta, d Z)`` (None where not needed)."""
+        g_z = (2.0 * self.gamma * self.d_Z).to(Z.dtype) if needs[1] else None
+        g_t = None
+        if needs[0]:
+            outs, adj = [], []
+            if isinstance(self.gamma_t, torch.Tensor) and self.gamma_t.requires_grad:
+                outs.append(self.gamma_t)
+                adj.append(self.d_gamma.reshape(self.gamma_t.shape) if self.gamma_t.numel() == self.d_gamma.numel()
+                           else self.d_gamma.sum().reshape(self.gamma_t.shape))
+            if self.scaled and isinstance(self.scale, torch.Tensor) and self.scale.requires_grad:
+                outs.append(self.scale)
+                adj.append((self.d_scale / self.scale.detach().to(torch.float64)).reshape(self.scale.shape))
+            g_t = torch.zeros_like(theta)
+            if outs:
+                grads = torch.autograd.grad(outs, theta, [a.to(o.dtype) for o, a in zip(outs, adj)],
+                                            allow_unused=True)[0]
+                if grads is not None:
+                    g_t = grads
+        return g_t, g_z
+
+
 class _Pass:
     """The data of one call (inputs, targets, weights, block size) and its two passes."""
 
     def __init__(self, kernel_at, X, Y, W, rows, desc):
         self.kernel_at, self.X, self.Y, self.W, self.rows, self.desc = kernel_at, X, Y, W, rows, desc
+        self.ones = bool((W == 1).all())  # unweighted: no row scaling in either pass
+        self.dense = not (X.sparse if isinstance(X, RowSource) else is_sparse(X))
 
     def blocks(self, dtype, device, what):
         """``(Xb, Yb, Wb)`` per row block (a source is read one block at a time)."""
@@ -102,21 +180,59 @@ class _Pass:
             for Xb, Yb, Wb in self.blocks(Z.dtype, Z.device, "statistics"):
                 Kb = k(Xb, Z)
                 Wd = Wb.to(Kb.dtype)
+                # K^T [w_0 y, w_0, w_1 y, w_1, ...]: the right-hand sides and column sums in one product
+                R = torch.cat([torch.cat([Wd[:, j, None] * Yb.to(Kb.dtype), Wd[:, j, None]], 1) for j in range(g)], 1)
+                KR = (Kb.mT @ R).to(torch.float64).reshape(m, g, t + 1)
+                rhs.add_(KR[:, :, :t].permute(1, 0, 2))
+                colsum.add_(KR[:, :, t].mT)
                 for j in range(g):
-                    WK = Kb * Wd[:, j, None]
+                    WK = Kb if self.ones else Kb * Wd[:, j, None]
                     gram[j].add_(WK.mT @ Kb)  # the tile's dtype, summed in float64
-                    rhs[j].add_(WK.mT @ Yb.to(Kb.dtype))
-                    colsum[j].add_(WK.sum(0))
-                kdiag.add_(Wd.mT @ k.diag(Xb))
+                kdiag.add_(Wd.mT.to(torch.float64) @ k.diag(Xb).to(torch.float64))
         gram = 0.5 * (gram + gram.mT)  # exactly symmetric (the products' rounding is not)
         return gram, rhs, colsum, kdiag
 
+    def _adjoint(self, K64, Yb, Wd, GA, gb, gc):
+        """The tile's adjoint ``sum_g W_g (K GA_g + Y gb_g^T + 1 gc_g^T)`` (float64), one product for all g."""
+        g = GA.shape[0]
+        Y64 = Yb.to(torch.float64)
+        KG = K64 @ (GA[0] if g == 1 else torch.cat(list(GA), 1))
+        bar = None
+        for j in range(g):
+            part = KG[:, j * GA.shape[1]:(j + 1) * GA.shape[1]] if g > 1 else KG
+            part = torch.addmm(part + gc[j], Y64, gb[j].mT)
+            if not self.ones:
+                part = part.mul_(Wd[:, j, None])
+            bar = part if bar is None else bar.add_(part)
+        return bar
+
     def backward(self, theta, Z, gA, gb, gc, gk, needs):
-        want = [x for x, need in zip((theta, Z), needs) if need]
-        grads = [torch.zeros_like(x) for x in want]
-        if not want:
+        if not any(needs):
             return None, None
         GA = gA + gA.mT  # d<G_A, K^T W K>/dK = W K (G_A + G_A^T)
+        with torch.no_grad():
+            k0 = self.kernel_at(theta.detach())
+        if _RBFGradient.handles(k0) and self.dense:
+            return self._backward_rbf(theta, Z, GA, gb, gc, gk, needs)
+        return self._backward_autograd(theta, Z, GA, gb, gc, gk, needs)
+
+    def _backward_rbf(self, theta, Z, GA, gb, gc, gk, needs):
+        with torch.enable_grad():
+            leaf = theta.detach().requires_grad_(needs[0])
+            k = self.kernel_at(leaf)  # its hyperparameter tensors hang on theta's graph
+        acc = _RBFGradient(k, Z)
+        with torch.no_grad():
+            kd = self.kernel_at(theta.detach())
+            for Xb, Yb, Wb in self.blocks(Z.dtype, Z.device, "gradient"):
+                K64 = kd(Xb, Z).to(torch.float64)
+                Wd = Wb.to(torch.float64)
+                P = self._adjoint(K64, Yb, Wd, GA, gb, gc).mul_(K64)
+                acc.add_block(Xb, P, Wd @ gk)
+        return acc.finish(leaf, Z, needs)
+
+    def _backward_autograd(self, theta, Z, GA, gb, gc, gk, needs):
+        want = [x for x, need in zip((theta, Z), needs) if need]
+        grads = [torch.zeros_like(x) for x in want]
         with torch.enable_grad():
             leaves = [x.detach().requires_grad_(need) for x, need in zip((theta, Z), needs)]
             inputs = [x for x, need in zip(leaves, needs) if need]
@@ -125,11 +241,7 @@ class _Pass:
                 Kb = k(Xb, leaves[1])
                 Wd = Wb.to(torch.float64)
                 with torch.no_grad():
-                    K64 = Kb.detach().to(torch.float64)
-                    Y64 = Yb.to(torch.float64)
-                    bar = torch.zeros_like(K64)
-                    for j in range(Wd.shape[1]):
-                        bar.add_(Wd[:, j, None] * (K64 @ GA[j] + Y64 @ gb[j].mT + gc[j]))
+                    bar = self._adjoint(Kb.detach().to(torch.float64), Yb, Wd, GA, gb, gc)
                 outs, adj = [Kb], [bar.to(Kb.dtype)]
                 dg = k.diag(Xb)
                 if dg.requires_grad:
