@@ -672,3 +672,68 @@ def test_pipeline_from_another_sklearn_version_warns(pipeline_file):
     _rewrite_manifest(pipeline_file, lambda m: m.update({"sklearn_version": "0.24.2"}))
     with pytest.warns(UserWarning, match="saved with scikit-learn 0.24.2"):
         load(pipeline_file)
+
+
+# -- text: a fitted TfidfVectorizer (vocabulary_, idf_, parameters) ------------------------------
+_DOCS = ["The cat sat on the mat.", "Dogs and cats, cats and dogs!", "A mat of cats: the end", "zebra",
+         "Über café naïve", "the the the cat"]
+
+
+@pytest.mark.parametrize("params", [{}, {"ngram_range": (1, 2), "sublinear_tf": True, "stop_words": "english",
+                                         "min_df": 1, "max_features": 8, "norm": "l1", "dtype": np.float32},
+                                    {"analyzer": "char_wb", "ngram_range": (2, 3), "strip_accents": "unicode",
+                                     "use_idf": False, "binary": True}], ids=["defaults", "words", "chars"])
+def test_tfidf_vectorizer_roundtrip_transforms_identically(params, tmp_path):
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
+    vec = TfidfVectorizer(**params).fit(_DOCS)
+    save(vec, tmp_path / "v.mercer")
+    got = load(tmp_path / "v.mercer")
+    assert repr(got) == repr(vec) and got.vocabulary_ == vec.vocabulary_
+    np.testing.assert_array_equal(got.get_feature_names_out(), vec.get_feature_names_out())
+    if vec.use_idf:
+        np.testing.assert_array_equal(got.idf_, vec.idf_)
+    new = _DOCS + ["an unseen text about cats", ""]
+    a, b = vec.transform(new), got.transform(new)
+    assert a.dtype == b.dtype and a.shape == b.shape and (a != b).nnz == 0
+
+
+def test_text_pipeline_roundtrip_and_vocabulary_stored_compactly(tmp_path):
+    """A ColumnTransformer with a vectorizer on a text column and a mercer model: the loaded pipeline
+    transforms and predicts identically; the vocabulary is stored as its terms in column order."""
+    import scipy.sparse as sp
+    from sklearn.compose import ColumnTransformer
+    from sklearn.feature_extraction.text import TfidfVectorizer
+    from sklearn.pipeline import Pipeline
+
+    df = pd.DataFrame({"text": _DOCS * 5, "n": np.arange(30.0)})
+    y = np.arange(30) % 2
+    pipe = Pipeline([("prep", ColumnTransformer([("text0", TfidfVectorizer(), "text")], remainder="passthrough",
+                                                sparse_threshold=1.0)),
+                     ("model", KernelSVC(kernel="linear"))]).fit(df, y)
+    save(pipe, tmp_path / "p.mercer")
+    got = load(tmp_path / "p.mercer")
+    a, b = pipe.named_steps["prep"].transform(df), got.named_steps["prep"].transform(df)
+    assert sp.issparse(b) and (a != b).nnz == 0
+    np.testing.assert_array_equal(got.decision_function(df), pipe.decision_function(df))
+    with zipfile.ZipFile(tmp_path / "p.mercer") as zf:
+        text = zf.read("manifest.json").decode()
+    terms = pipe.named_steps["prep"].named_transformers_["text0"].get_feature_names_out().tolist()
+    assert json.dumps({"__index__": terms}) in json.dumps(json.loads(text))
+
+
+def test_tfidf_vectorizer_that_opens_files_refused(tmp_path):
+    from sklearn.feature_extraction.text import TfidfVectorizer
+
+    vec = TfidfVectorizer().fit(_DOCS)
+    vec.set_params(input="filename")  # it would open each text it is given as a file
+    with pytest.raises(TypeError, match="'input' must be 'content'"):
+        save(vec, tmp_path / "v.mercer")
+    save(vec.set_params(input="content"), tmp_path / "v.mercer")
+    _replace_in_manifest(tmp_path / "v.mercer", '["input", "content"]', '["input", "filename"]')
+    with pytest.raises(ValueError, match="'input' must be 'content'"):
+        load(tmp_path / "v.mercer")
+    save(vec, tmp_path / "w.mercer")
+    _replace_in_manifest(tmp_path / "w.mercer", '{"__index__": ["and"', '{"__index__": ["cat"')  # a duplicate term
+    with pytest.raises(ValueError, match="vocabulary must be a list of distinct texts"):
+        load(tmp_path / "w.mercer")

@@ -29,11 +29,13 @@ recursively for ``Sum``, ``Product`` and ``Scaled``; only mercer's own kernel cl
 
 scikit-learn's containers and standard preprocessing transformers (an allow-list: ``Pipeline``,
 ``ColumnTransformer``, ``TransformedTargetRegressor``, ``FeatureUnion``, ``StandardScaler``,
-``OneHotEncoder``, ``SimpleImputer``, ... see :func:`loadable_sklearn_classes`) are stored as
-``{"__sklearn__": name, "params", "state"}``: their ``get_params(deep=False)`` (a pipeline's steps,
-fitted or not, are nested values) and their other attributes. So a whole "preprocessing + mercer
-model" pipeline saves and loads without pickle. Parameters that hold code or touch files
-(``func``, ``inverse_func``, ``memory``) must be None.
+``OneHotEncoder``, ``SimpleImputer``, ``TfidfVectorizer``, ... see :func:`loadable_sklearn_classes`)
+are stored as ``{"__sklearn__": name, "params", "state"}``: their ``get_params(deep=False)`` (a
+pipeline's steps, fitted or not, are nested values) and their other attributes. So a whole
+"preprocessing + mercer model" pipeline saves and loads without pickle. Parameters that hold code or
+touch files (``func``, ``inverse_func``, ``memory``) must be None, and a vectorizer's ``input`` must
+be ``"content"`` (not file names to open). A dict numbering its text keys 0..n-1 (a vectorizer's
+``vocabulary_``) is stored as its keys in that order.
 
 Loading never executes code from the file: the class name is looked up among mercer's public
 estimator classes (the registry, ``mercer.models.ESTIMATORS``) or the scikit-learn
@@ -101,6 +103,8 @@ _SKLEARN = {
     "FunctionTransformer": "sklearn.preprocessing",
     "SimpleImputer": "sklearn.impute", "MissingIndicator": "sklearn.impute",
     "VarianceThreshold": "sklearn.feature_selection", "PCA": "sklearn.decomposition",
+    # text: a fitted TF-IDF vectorizer is its parameters, vocabulary_ and the idf_ of its TfidfTransformer
+    "TfidfVectorizer": "sklearn.feature_extraction.text", "TfidfTransformer": "sklearn.feature_extraction.text",
     # scikit-learn's GP kernels: the parameter of an estimator given one, and the fitted kernel_ of
     # a GaussianProcessRegressor in scikit-learn's mode (plain numbers, bounds and nested kernels)
     **dict.fromkeys(["RBF", "Matern", "RationalQuadratic", "ExpSineSquared", "DotProduct", "ConstantKernel",
@@ -111,6 +115,9 @@ _HELPERS = _SKLEARN  # the name of this table before pipelines were saved
 #: parameters that would make a loaded scikit-learn object run code or touch files on its own
 #: (a function, a cache folder): they must be None in a model file.
 _MUST_BE_NONE = {"func", "inverse_func", "memory"}
+#: parameters that must hold one value in a model file: a vectorizer given ``input="filename"`` or
+#: ``"file"`` would open the paths or files it is handed instead of reading texts.
+_MUST_BE = {"input": "content"}
 
 
 def _helper_class(name: str):
@@ -303,9 +310,22 @@ def _encode_sklearn(enc, obj, where: str) -> dict:
         if params[k] is not None:
             raise TypeError(f"cannot save {where}: {name}'s {k!r} must be None to be saved without pickle "
                             f"(got {type(params[k]).__name__}).")
+    for k in _MUST_BE.keys() & set(params):
+        if params[k] != _MUST_BE[k]:
+            raise TypeError(f"cannot save {where}: {name}'s {k!r} must be {_MUST_BE[k]!r} to be saved "
+                            f"(got {params[k]!r}).")
     state = {k: x for k, x in vars(obj).items() if k not in params}
     # as encoded dicts ({"__dict__": [[key, value], ...]}), as the helpers were stored from format 2 on
     return {"params": enc(params, name), "state": enc(state, name)}
+
+
+def _numbers_its_keys(v: dict) -> bool:
+    """Whether a dict maps at least two text keys onto 0, 1, ..., len - 1 (a vocabulary: stored as
+    its keys in that order, a fraction of the JSON of the pairs)."""
+    if len(v) < 2 or not all(isinstance(k, str) for k in v) or \
+            not all(isinstance(x, numbers.Integral) and not isinstance(x, (bool, np.bool_)) for x in v.values()):
+        return False
+    return sorted(int(x) for x in v.values()) == list(range(len(v)))
 
 
 class _Encoder:
@@ -370,6 +390,8 @@ class _Encoder:
         if isinstance(v, list):
             return [self(x, where) for x in v]
         if isinstance(v, dict):
+            if _numbers_its_keys(v):  # a vocabulary (term -> column): its terms in column order
+                return {"__index__": sorted(v, key=v.__getitem__)}
             return {"__dict__": [[self(k, where), self(x, f"{where}[{k!r}]")] for k, x in v.items()]}
         if isinstance(v, slice):
             return {"__slice__": [self(v.start, where), self(v.stop, where), self(v.step, where)]}
@@ -486,6 +508,12 @@ class _Decoder:
             return tuple(self(x) for x in v["__tuple__"])
         if "__dict__" in v:
             return {self(k): self(x) for k, x in v["__dict__"]}
+        if "__index__" in v:
+            keys = v["__index__"]
+            if not isinstance(keys, list) or not all(isinstance(k, str) for k in keys) or \
+                    len(set(keys)) != len(keys):
+                raise ValueError("model file: a vocabulary must be a list of distinct texts.")
+            return {k: i for i, k in enumerate(keys)}
         if "__estimator__" in v:
             return self._estimator(v)
         if "__sklearn__" in v:
@@ -599,6 +627,10 @@ def _decode_sklearn(dec: _Decoder, name: str, payload: dict, path) -> object:
     for k in _MUST_BE_NONE & set(params):
         if params[k] is not None:
             raise ValueError(f"{path}: {name}'s {k!r} must be None in a model file; refusing to load it.")
+    for k in _MUST_BE.keys() & set(params):
+        if params[k] != _MUST_BE[k]:
+            raise ValueError(f"{path}: {name}'s {k!r} must be {_MUST_BE[k]!r} in a model file; "
+                             "refusing to load it.")
     obj = cls(**params)
     for k, v in state.items():
         _check_attr(cls, k, known, path)

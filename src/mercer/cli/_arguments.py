@@ -88,6 +88,10 @@ def add_data_arguments(p, *, target_help: str) -> None:
     p.add_argument("--drop", nargs="+", default=[], metavar="COL", help="columns to leave out")
     p.add_argument("--categorical", nargs="+", default=[], metavar="COL",
                    help="columns to one-hot encode even if numeric (text columns are, by default)")
+    p.add_argument("--text", action="extend", nargs="+", default=[], metavar="COL",
+                   help="free-text columns to turn into TF-IDF features (scikit-learn's TfidfVectorizer, saved in "
+                        "the model; sparse rows); repeatable or comma-separated (without it a text column with "
+                        "nearly one value per row is dropped as an identifier)")
     p.add_argument("--missing", choices=("impute", "refuse"), default="impute",
                    help="missing feature values: impute (median / most frequent) or refuse, naming the columns "
                         "(default %(default)s)")

@@ -2,7 +2,8 @@
 the regularisation chosen on the training rows.
 
 Candidates, each learned on 80 % of (at most ``TUNE_MAX_ROWS`` of) the preprocessed training rows
-and scored on the other 20 % with a model of the kind being fit:
+(a CSR matrix stays sparse: one-hot and TF-IDF columns) and scored on the other 20 % with a model of
+the kind being fit:
 
 * ``given``: the kernel and regularisation as given (the defaults: ``gamma = 1 / n_features``);
 * ``learned``: the kernel's hyperparameters and ``alpha`` learned by
@@ -80,6 +81,15 @@ def _targets(y, classifier: bool) -> np.ndarray:
     return (y - y.mean()) / (y.std() or 1.0)
 
 
+def _as_rows(Z):
+    """The preprocessed rows in float64: a CSR matrix stays sparse (one-hot, TF-IDF), never made dense."""
+    import scipy.sparse as sp
+
+    if sp.issparse(Z):
+        return sp.csr_matrix(Z, dtype=np.float64)
+    return np.ascontiguousarray(Z, dtype=np.float64)
+
+
 def _given_alpha(est) -> float:
     return float(getattr(est, "alpha", 1.0))
 
@@ -99,7 +109,7 @@ def _scorer(est, classifier: bool):
     def score(kernel, reg: str, value: float, A, ya, V, yv) -> float:
         if reg == "C":
             model = clone(est).set_params(kernel=kernel, C=value)
-        elif len(A) > 3_000:  # an exact solve on the split would cost more than the learning
+        elif A.shape[0] > 3_000:  # an exact solve on the split would cost more than the learning
             cls = NystroemKernelRidgeClassifier if classifier else NystroemKernelRidge
             model = cls(kernel=kernel, alpha=value, random_state=0, device=est.device, memory_budget=est.memory_budget)
         else:
@@ -124,8 +134,7 @@ def tune(model, X, y, args, *, classifier: bool) -> Tuned:
     rows = np.sort(rng.choice(n, TUNE_MAX_ROWS, replace=False)) if n > TUNE_MAX_ROWS else np.arange(n)
     Xs = X.iloc[rows] if hasattr(X, "iloc") else X[rows]
     steps = getattr(model, "named_steps", None)  # None: --preprocess none, the numeric columns as they are
-    Z = clone(steps["prep"]).fit_transform(Xs) if steps is not None else np.asarray(Xs)
-    Z = np.ascontiguousarray(Z, dtype=np.float64)
+    Z = _as_rows(clone(steps["prep"]).fit_transform(Xs) if steps is not None else Xs)
     if Z.shape[0] < 10:
         raise CLIError(f"tuning needs at least 10 rows; the table has {Z.shape[0]} (use --no-tune).")
     ys = y[rows]

@@ -20,8 +20,8 @@ from ..models import (KernelPCA, KernelRidge, KernelRidgeClassifier, KernelSVC, 
 from . import _autotune
 from ._arguments import MODELS
 from ._data import CLIError, is_large_input, read_table, streamed_table
-from ._prep import (as_categorical, build_pipeline, categorical_columns, describe_plan, final_estimator,
-                    plan_columns)
+from ._prep import (as_categorical, as_text, build_pipeline, categorical_columns, describe_plan, final_estimator,
+                    plan_columns, text_columns)
 from ._progress import Progress
 
 __all__ = ["MODELS", "Prepared", "build_estimator", "check_out_path", "final_estimator", "prepare", "run_demo",
@@ -154,8 +154,8 @@ def prepare(args, progress: bool) -> Prepared:
         raise CLIError(f"--model {args.model} needs --target (the column to predict).")
     estimator = build_estimator(args)
     auto = args.preprocess == "auto"
-    if not auto and (args.drop or args.categorical):
-        raise CLIError("--drop and --categorical need --preprocess auto.")
+    if not auto and (args.drop or args.categorical or args.text):
+        raise CLIError("--drop, --categorical and --text need --preprocess auto.")
     if _streams(estimator, args):
         return _prepare_streamed(args, estimator, progress)
     with Progress(f"reading {args.data}", enabled=progress):
@@ -170,11 +170,12 @@ def prepare(args, progress: bool) -> Prepared:
         _refuse_missing(X, table.path)
         return Prepared(table, X, y, estimator, estimator, "; ".join(notes) or "none (--preprocess none)")
     frame = _frame(X)
-    plan = plan_columns(frame, drop=args.drop, categorical=args.categorical, missing=args.missing)
+    plan = plan_columns(frame, drop=args.drop, categorical=args.categorical, text=args.text, missing=args.missing)
     scale_target = args.model in REGRESSORS
     model = build_pipeline(plan, estimator, scale_target=scale_target)
-    frame = as_categorical(frame[plan.used], plan.categorical)
-    summary = "; ".join(notes + [describe_plan(plan, scale_target=scale_target, imputed=True)])
+    frame = as_text(as_categorical(frame[plan.used], plan.categorical), plan.text)
+    sparse = model.named_steps["prep"].sparse_threshold > 0
+    summary = "; ".join(notes + [describe_plan(plan, scale_target=scale_target, imputed=True, sparse=sparse)])
     return Prepared(table, frame, y, model, estimator, summary)
 
 
@@ -191,8 +192,9 @@ def _streams(estimator, args) -> bool:
 def _prepare_streamed(args, estimator, progress: bool) -> Prepared:
     """The features left on disk (read block by block by the fit), the target read; no
     preprocessing pipeline (it would need the table in memory): the columns are used as they are."""
-    if args.categorical:
-        raise CLIError(f"--categorical needs the table in memory; {args.data} is streamed from disk (a folder or "
+    if args.categorical or args.text:
+        option = "--categorical" if args.categorical else "--text"
+        raise CLIError(f"{option} needs the table in memory; {args.data} is streamed from disk (a folder or "
                        "glob of Parquet files, or a large file), whose feature columns must be numeric.")
     with Progress(f"opening {args.data}", enabled=progress):
         table = streamed_table(str(args.data), args.target, drop=args.drop)
@@ -324,7 +326,7 @@ def _align_columns(model, table):
     if missing:
         shown = ", ".join(map(repr, missing[:8])) + (" ..." if len(missing) > 8 else "")
         raise CLIError(f"{table.path}: the model was fit on columns that this file lacks: {shown}.")
-    return as_categorical(X[list(names)], categorical_columns(model))
+    return as_text(as_categorical(X[list(names)], categorical_columns(model)), text_columns(model))
 
 
 def _write_csv(path: str, header: list[str], rows) -> None:
