@@ -37,31 +37,31 @@ import time
 from collections.abc import Callable
 
 import numpy as np
-import torch
 
 from ..._jit import LazyJit
 from ..._progress import task
 from ...linalg import current_observer
-from ._smo import _LOW, _S_ITER, _S_MAXITER, _UP, TAU, SMOResult, _rho, _rho_nu, _start, _warm_start
+from ._smo import (_LOW, _S_CLOCK, _S_ITER, _S_MAXITER, _S_ROWS, _UP, TAU, SMOResult, _rho, _rho_nu, _RowCache, _start,
+                   _warm_start)
 
 __all__ = ["solve_batched", "working_set_size"]
 
 _jit = LazyJit(globals())
+prange = range  # numba's prange once compiled (its parallel loops); plain range before
 
 #: Inner SMO steps per working-set member before the inner solve stops (ThunderSVM's and oneDAL's).
 INNER_STEPS = 100
 #: Largest working set: its q x q float64 block (2 MiB at 512) stays in the L2/L3 cache.
 Q_MAX = 512
-#: Columns of the float32 row block converted to float64 per step of the gradient update.
-_UPDATE_COLS = 16_384
 
 
-def working_set_size(n_vars: int, row_bytes: int, cache_bytes: int, q_max: int = Q_MAX) -> int:
-    """Working-set size ``q``: a power of two, at most ``q_max`` and the number of variables, and
-    small enough that ``q`` kernel rows (``row_bytes`` each) and the new half's block fit in
-    ``cache_bytes``; at least 2 (one pair: SMO with its rows recomputed)."""
+def working_set_size(n_vars: int, cache_rows: int, q_max: int | None = None) -> int:
+    """Working-set size ``q``: a power of two (oneDAL's choice), at most ``q_max`` (:data:`Q_MAX`)
+    and the number of variables, with ``2 q`` rows in the cache (the set's and the next new half's);
+    at least 2 (one pair: SMO with its rows recomputed)."""
+    q_max = Q_MAX if q_max is None else q_max
     q = 2
-    while q * 2 <= min(n_vars, q_max) and (q * 2 + q) * row_bytes <= cache_bytes:
+    while q * 2 <= min(n_vars, q_max) and 4 * q <= cache_rows:
         q *= 2
     return q
 
@@ -243,13 +243,40 @@ def _select(F, side, y, exclude: np.ndarray, k: int, nu: bool) -> np.ndarray:
     return merged[np.sort(first)][:k]
 
 
+def _compiled(name: str):
+    """The compiled function ``name``, ``prange`` being numba's when the module compiles."""
+    global prange
+    if prange is range:
+        from numba import prange as numba_prange
+
+        prange = numba_prange
+    return _jit(name)
+
+
+@_jit.mark(parallel=True)
+def _update(F, cache, slots, coef):
+    """``F -= coef @ cache[slots]`` in float64 (the float32 rows' products summed in float64, as
+    LIBSVM's gradient updates), bands of variables in parallel."""
+    n = F.shape[0]
+    band = 4096
+    for b in prange((n + band - 1) // band):
+        lo = b * band
+        hi = min(n, lo + band)
+        for k in range(slots.shape[0]):
+            row = cache[slots[k]]
+            c = coef[k]
+            for t in range(lo, hi):
+                F[t] -= c * row[t]
+
+
 def solve_batched(rows: Callable[[np.ndarray], np.ndarray], diag: np.ndarray, y: np.ndarray, Cb: np.ndarray, *,
-                  q: int, cache_dtype=np.float32, tol: float = 1e-3, max_iter: int = -1, p: np.ndarray | None = None,
-                  alpha0: np.ndarray | None = None, rmap: np.ndarray | None = None, nu: bool = False,
-                  warm_batch: int = 64) -> SMOResult:
+                  q: int, cache_rows: int, cache_dtype=np.float32, tol: float = 1e-3, max_iter: int = -1,
+                  p: np.ndarray | None = None, alpha0: np.ndarray | None = None, rmap: np.ndarray | None = None,
+                  nu: bool = False, warm_batch: int = 64) -> SMOResult:
     """Solve LIBSVM's general dual (arguments as :func:`~mercer.models.svm._smo.solve_smo`) with
-    working sets of ``q`` variables (even, >= 2). ``max_iter`` counts inner pair steps, as SMO's
-    iterations; ``-1``: LIBSVM's limit ``max(10^7, 100 l)``."""
+    working sets of ``q`` variables (even, >= 2) and an LRU cache of ``cache_rows`` kernel rows
+    (at least ``2 q``: the working set's rows and the next half's). ``max_iter`` counts inner pair
+    steps, as SMO's iterations; ``-1``: LIBSVM's limit ``max(10^7, 100 l)``."""
     n = np.asarray(diag).shape[0]
     rm = np.arange(len(y), dtype=np.int64) if rmap is None else np.ascontiguousarray(rmap, dtype=np.int64)
     qd = np.asarray(diag, dtype=np.float64)[rm]
@@ -259,13 +286,13 @@ def solve_batched(rows: Callable[[np.ndarray], np.ndarray], diag: np.ndarray, y:
     l_vars = d.y.shape[0]
     q = int(max(2, min(q, l_vars)))
     half = q // 2
+    c = _RowCache(n, int(min(n, max(cache_rows, 2 * q))), cache_dtype, None if l_vars == n else rm)
     limit = int(d.st[_S_MAXITER])
     W = np.empty(0, dtype=np.int64)  # the working set (variables), oldest half first
-    R = np.empty((0, n), dtype=cache_dtype)  # their samples' kernel rows
     out = np.zeros(3)
-    steps = computed = nonpsd = outer = 0
+    steps = nonpsd = outer = 0
     converged = True
-    inner = _jit("_inner")
+    inner, update = _compiled("_inner"), _compiled("_update")
     observer = current_observer()
     bar = task("batched SMO", unit="it")
     tol = float(tol)
@@ -275,18 +302,20 @@ def solve_batched(rows: Callable[[np.ndarray], np.ndarray], diag: np.ndarray, y:
         if steps >= limit:
             converged = False
             break
-        keep = W[W.size - half:] if outer else W[:0]  # the newest half stays, with its rows
-        Rk = R[R.shape[0] - keep.size:]
+        keep = W[W.size - half:] if outer else W[:0]  # the newest half stays
         new = _select(d.F, d.side, d.y, keep, q - keep.size, nu)
         if new.size == 0:
             break
-        samples, inv = np.unique(rm[new], return_inverse=True)
-        block = np.asarray(rows(samples), dtype=cache_dtype)
-        computed += samples.size
         W = np.concatenate([keep, new])
-        R = np.concatenate([Rk, block[inv]])
-        cols = rm[W]
-        Kw = R[:, cols].astype(np.float64)
+        samples = np.unique(rm[W])
+        hit = samples[c.slot_of[samples] >= 0]
+        d.st[_S_CLOCK] += 1  # the set's cached rows become the most recent: the new rows evict others
+        c.last_used[c.slot_of[hit]] = d.st[_S_CLOCK]
+        miss = samples[c.slot_of[samples] < 0]
+        if miss.size:
+            c.store(miss, np.asarray(rows(miss)), -1, d.st)
+        slots = c.slot_of[rm[W]]
+        Kw = c.cache[np.ix_(slots, W)].astype(np.float64)
         a_old = d.alpha[W].copy()
         aw, Fw = a_old.copy(), d.F[W].copy()
         inner(Kw, d.y[W], d.Cb[W], aw, Fw, d.QD[W], tol, min(INNER_STEPS * q, limit - steps), nu, out)
@@ -302,17 +331,11 @@ def solve_batched(rows: Callable[[np.ndarray], np.ndarray], diag: np.ndarray, y:
         below, above = aw < d.Cb[W], aw > 0
         d.side[W] = np.where(d.y[W] > 0, np.where(below, _UP, 0) | np.where(above, _LOW, 0),
                              np.where(above, _UP, 0) | np.where(below, _LOW, 0))
-        if nz.size:
-            Rt = torch.from_numpy(R[nz])
-            c = torch.from_numpy(coef[nz])
-            u = np.empty(n)
-            for s in range(0, n, _UPDATE_COLS):  # float64 sums of the float32 rows, a band of columns at a time
-                u[s:s + _UPDATE_COLS] = (c @ Rt[:, s:s + _UPDATE_COLS].double()).numpy()
-            d.F -= u if l_vars == n else u[rm]
+        update(d.F, c.cache, slots[nz], coef[nz])
         d.st[_S_ITER] = steps
-        bar.update(steps, objective=d.objective, rows=computed, outer=outer)
+        bar.update(steps, objective=d.objective, rows=int(d.st[_S_ROWS]), outer=outer)
         if observer is not None:
             observer("SMO", steps, limit)
     bar.close()
     rho, r = _rho_nu(d.y, d.F, d.alpha, d.Cb) if nu else (_rho(d.y, d.F, d.alpha, d.Cb), 0.0)
-    return SMOResult(d.alpha, rho, d.objective(), steps, converged, computed, nonpsd, r=r)
+    return SMOResult(d.alpha, rho, d.objective(), steps, converged, int(d.st[_S_ROWS]), nonpsd, r=r)

@@ -139,14 +139,14 @@ def solve_on(est, Xt: torch.Tensor, idx: np.ndarray, y: np.ndarray, Cb: np.ndarr
     # The cache's capacity (LIBSVM's cache_size): at least the two rows of the pair being updated.
     # (a cache_size of 1e308 MiB is inf bytes: capped, never int(inf))
     cache_bytes = est._plan.share("row cache") if est.cache_size is None else int(min(est.cache_size * MiB, 2.0**62))
+    cache_rows = max(2, min(n, cache_bytes // max(1, width * CACHE_ITEMSIZE)))
     rmap = np.concatenate([np.arange(n), np.arange(n)]) if pairs else None
     if use_batched(n):
-        q = working_set_size(width, n * CACHE_ITEMSIZE, cache_bytes)
-        res = solve_batched(rows, rows.diag(), y, Cb, q=q, cache_dtype=np.float32, tol=solver_tol(est),
-                            max_iter=int(est.max_iter), p=p, alpha0=alpha0, rmap=rmap, nu=nu)
+        res = solve_batched(rows, rows.diag(), y, Cb, q=working_set_size(width, cache_rows), cache_rows=cache_rows,
+                            cache_dtype=np.float32, tol=solver_tol(est), max_iter=int(est.max_iter), p=p,
+                            alpha0=alpha0, rmap=rmap, nu=nu)
         res.index = idx
         return res
-    cache_rows = max(2, min(n, cache_bytes // max(1, width * CACHE_ITEMSIZE)))
     batch = plan_rows(MAX_BATCH, width * CACHE_ITEMSIZE, budget=est._budget, min_rows=MIN_BATCH,
                       max_bytes=SVM_BATCH_BYTES, what="a batch of kernel rows")
     res = solve_smo(rows, rows.diag(), y, Cb, matvec=rows.matvec, cache_rows=cache_rows, cache_dtype=np.float32,
