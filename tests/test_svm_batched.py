@@ -216,5 +216,8 @@ def test_select_alternates_violators_and_skips_kept():
 
 def test_auto_rule(monkeypatch):
     monkeypatch.setattr(_dual, "SOLVER", "auto")
-    assert not _dual.use_batched(_dual.BATCHED_MIN_SAMPLES - 1)
-    assert _dual.use_batched(_dual.BATCHED_MIN_SAMPLES)
+    for inloop, n in ((True, _dual.BATCHED_MIN_INLOOP), (False, _dual.BATCHED_MIN_BLOCKED)):
+        assert not _dual.use_batched(n - 1, inloop)
+        assert _dual.use_batched(n, inloop)
+    monkeypatch.setattr(_dual, "SOLVER", "smo")
+    assert not _dual.use_batched(10**9, False)

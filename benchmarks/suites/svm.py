@@ -20,11 +20,22 @@ inputs and target), NuSVC on the same set classified by the target's median, at 
 process, mercer and LIBSVM alternately), their ratio, support vectors and the largest difference of
 the decision values.
 
+Part 4 — the batched working-set solver (``--solver``, issue 26): warm fit times of KernelSVC with
+the pair-at-a-time SMO, with the batched solver, and in float32 (the automatic choice), against
+scikit-learn's SVC (LIBSVM, ``cache_size`` as large as ours) and oneDAL's ``sklearnex.svm.SVC``
+(cold: the first fit in a fresh process; warm: the second) on the UCI sets protein (d = 9) and
+keggdirected (d = 20) classified by the target's median and on Fashion-MNIST subsets (10 classes),
+at ``--solver-sizes`` (default 5k 20k 50k; Fashion-MNIST ``--solver-fashion-sizes``, default 5k
+20k). oneDAL runs in its own interpreter (``--onedal-python``, ``$ONEDAL_PYTHON``, e.g. a
+venv made with ``pip install scikit-learn-intelex scikit-learn``; absent: its columns are empty). Re-run part 4 alone (~5-10 min on a
+quiet 2-core machine) with ``--solver --skip-exact --skip-table``.
+
 Run::
 
     .venv/bin/python benchmarks/suites/svm.py            # n = 5k, 10k, 20k (~10 min on 2 busy cores)
     .venv/bin/python benchmarks/suites/svm.py --quick    # n = 2k; Fashion-MNIST 2k; short budget training
     .venv/bin/python benchmarks/suites/svm.py --family --skip-exact --skip-table   # part 3 only
+    .venv/bin/python benchmarks/suites/svm.py --solver --skip-exact --skip-table   # part 4 only
 
 Fashion-MNIST: ``--fashion-mnist-dir`` / ``$MERCER_FASHION_MNIST_DIR`` (else the Debian package; absent:
 its rows are skipped). Results: ``benchmarks/results/svm/latest.{json,md}`` with the parts ``exact``
@@ -246,8 +257,129 @@ def part3(sizes, repeat: int) -> list[dict]:
     return rows
 
 
+SOLVER_SIZES = [5000, 20000, 50000]
+SOLVER_FASHION_SIZES = [5000, 20000]
+_ONEDAL_SCRIPT = r"""
+import json, sys, time
+import numpy as np
+from sklearnex.svm import SVC
+X, y = np.load(sys.argv[1]), np.load(sys.argv[2])
+out = {}
+for run in ("cold", "warm"):
+    t = time.perf_counter()
+    m = SVC(C=1.0, gamma="scale", cache_size=float(sys.argv[3])).fit(X, y)
+    out[run] = time.perf_counter() - t
+out["n_sv"] = int(len(m.support_))
+out["support"] = np.sort(m.support_).tolist()
+print(json.dumps(out))
+"""
+
+
+def _onedal_python(args) -> str | None:
+    path = args.onedal_python or os.environ.get("ONEDAL_PYTHON")
+    return path if path and os.path.exists(path) else None
+
+
+def _onedal_fit(python: str, X, y, cache_mb: float) -> dict:
+    """oneDAL's SVC in its own interpreter: the first fit of a fresh process (cold), then a second."""
+    import json
+    import subprocess
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        xp, yp, sp = (os.path.join(tmp, f) for f in ("X.npy", "y.npy", "run.py"))
+        np.save(xp, X)
+        np.save(yp, y)
+        with open(sp, "w") as fh:
+            fh.write(_ONEDAL_SCRIPT)
+        done = subprocess.run([python, sp, xp, yp, str(cache_mb)], capture_output=True, text=True)
+    if done.returncode != 0:
+        print(f"skipped: oneDAL fit ({done.stderr.strip().splitlines()[-1:] or done.returncode})", file=sys.stderr)
+        return {}
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _solver_data(name: str, n: int):
+    from sklearn.preprocessing import StandardScaler
+
+    if name == "fashion":
+        data, _ = _fashion()
+        if data is None:
+            return None
+        X, y = data[0][:n], data[1][:n]
+        return np.ascontiguousarray(X), y
+    from mercer.datasets import load_uci
+
+    root = os.environ.get("MERCER_UCI_DIR") or os.path.join(
+        os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "..", "shared", "data", "uci")
+    X, t, _, _ = load_uci(name, root)
+    idx = np.random.default_rng(0).permutation(len(X))[:n]
+    X, t = StandardScaler().fit_transform(X[idx]), t[idx]
+    return X, (t > np.median(t)).astype(int)
+
+
+def part4(sizes, fashion_sizes, onedal: str | None, libsvm: bool) -> list[dict]:
+    """Warm fits of KernelSVC (pair-at-a-time SMO, batched solver, float32 automatic) and LIBSVM in
+    this process, oneDAL cold and warm in its own."""
+    from sklearn import svm
+
+    import mercer.models.svm._dual as dual
+    from mercer.models.svm import KernelSVC
+
+    rows = []
+    jobs = [(name, n) for name in ("protein", "keggdirected") for n in sizes] + [("fashion", n) for n in fashion_sizes]
+    for name, n in jobs:
+        try:
+            data = _solver_data(name, n)
+        except FileNotFoundError as exc:
+            print(f"skipped: {name} ({exc})", file=sys.stderr)
+            continue
+        if data is None:
+            print(f"skipped: {name} (not installed)", file=sys.stderr)
+            continue
+        X, y = data
+        n = len(X)
+        variants = [("smo", "smo", "float64"), ("batched", "batched", "float64"), ("f32_auto", "auto", "float32")]
+        for _, solver, dtype in variants:  # warm-up: the compiled loops loaded (numba's cache)
+            dual.SOLVER = solver
+            KernelSVC(dtype=dtype).fit(X[:2000], y[:2000])
+        fits, times = {}, {}
+        for key, solver, dtype in variants:
+            dual.SOLVER = solver
+            with Timer() as tm:
+                fits[key] = KernelSVC(C=1.0, dtype=dtype).fit(X, y)
+            times[key] = tm.seconds
+        dual.SOLVER = "auto"
+        cache_mb = fits["batched"]._plan.share("row cache") / 2**20
+        row = dict(data=name, d=X.shape[1], n=n, classes=len(np.unique(y)),
+                   smo_s=round(times["smo"], 3), batched_s=round(times["batched"], 3),
+                   f32_auto_s=round(times["f32_auto"], 3))
+        b = fits["batched"]
+        if libsvm:
+            with Timer() as tm:
+                ref = svm.SVC(C=1.0, gamma="scale", cache_size=cache_mb).fit(X, y)
+            row["libsvm_s"] = round(tm.seconds, 3)
+            row["same_support_libsvm"] = bool(np.array_equal(np.sort(b.support_), np.sort(ref.support_)))
+            row["sv_batched_libsvm"] = f"{len(b.support_)}/{len(ref.support_)}"
+            b.decision_function_shape = ref.decision_function_shape = "ovo"  # values, not votes
+            dd = np.abs(np.asarray(b.decision_function(X[:5000])) - ref.decision_function(X[:5000])).max()
+            row["max_decision_diff"] = float(f"{dd:.2e}")
+        if onedal:
+            od = _onedal_fit(onedal, X, y, cache_mb)
+            if od:
+                row.update(onedal_cold_s=round(od["cold"], 3), onedal_warm_s=round(od["warm"], 3), onedal_n_sv=od["n_sv"])
+        row["batched/smo"] = round(times["batched"] / times["smo"], 3)
+        fastest = min([row[k] for k in ("libsvm_s", "onedal_warm_s") if k in row], default=None)
+        if fastest:
+            row["batched/fastest_peer"] = round(times["batched"] / fastest, 3)
+            row["f32/fastest_peer"] = round(times["f32_auto"] / fastest, 3)
+        rows.append(row)
+        print(row, flush=True)
+    return rows
+
+
 def main(argv=None) -> None:
-    p = suite_parser("svm", __doc__.split("\n\n")[0], refs=("sklearn",), data=("fashion",),
+    p = suite_parser("svm", __doc__.split("\n\n")[0], refs=("sklearn", "onedal"), data=("fashion", "uci"),
                      quick="n = 2k; Fashion-MNIST 2k; short budget training")
     p.add_argument("--sizes", type=int, nargs="*", default=None,
                    help="synthetic sizes (default 5k 10k 20k; give the flag with no value for none)")
@@ -260,6 +392,13 @@ def main(argv=None) -> None:
                    help="part 3: KernelSVR, NuSVR, NuSVC, OneClassSVM vs scikit-learn on UCI kin40k (../shared/data)")
     p.add_argument("--family-sizes", type=int, nargs="*", default=None, help="part 3 sizes (default 5k 20k)")
     p.add_argument("--family-repeat", type=int, default=2, help="part 3: timed warm fits per model (best kept)")
+    p.add_argument("--solver", action="store_true",
+                   help="part 4: KernelSVC's batched working-set solver vs its SMO, LIBSVM and oneDAL (UCI, Fashion-MNIST)")
+    p.add_argument("--solver-sizes", type=int, nargs="*", default=None, help="part 4 UCI sizes (default 5k 20k 50k)")
+    p.add_argument("--solver-fashion-sizes", type=int, nargs="*", default=None,
+                   help="part 4 Fashion-MNIST sizes (default 5k 20k)")
+    p.add_argument("--onedal-python", default=None,
+                   help="interpreter with scikit-learn-intelex (default $ONEDAL_PYTHON; absent: oneDAL is skipped)")
     args = parse_suite_args(p, argv)
     args.mercer_only = args.mercer_only or "sklearn" not in args.refs
     sizes = args.sizes if args.sizes is not None else ([2000] if args.quick else SIZES)
@@ -307,7 +446,24 @@ def main(argv=None) -> None:
               f"{args.family_repeat} warm fits each, alternately in one process\n\n" + markdown_table(rows3) + "\n")
         parts["family"] = dict(out, command=command_line(), markdown=md)
         print(md, flush=True)
-    ordered = {k: parts[k] for k in ("exact", "models", "family") if k in parts}
+    if args.solver:
+        out = dict(head, load_start=load_average(), loadavg_start=os.getloadavg())
+        ssizes = args.solver_sizes if args.solver_sizes is not None else ([5000] if args.quick else SOLVER_SIZES)
+        fsizes = (args.solver_fashion_sizes if args.solver_fashion_sizes is not None
+                  else ([2000] if args.quick else SOLVER_FASHION_SIZES))
+        onedal = _onedal_python(args) if "onedal" in args.refs else None
+        if "onedal" in args.refs and onedal is None:
+            print("skipped: oneDAL columns (no interpreter with scikit-learn-intelex: --onedal-python)", file=sys.stderr)
+        rows4 = part4(ssizes, fsizes, onedal, "sklearn" in args.refs)
+        out.update(table=rows4, load_end=load_average(), loadavg_end=os.getloadavg())
+        md = (f"## KernelSVC's batched working-set solver vs its SMO, LIBSVM and oneDAL (warm fits)\n\nCommand: "
+              f"`{command_line()}`\n\n{out['machine']}\n\nload at start {out['load_start']}, at end {out['load_end']}"
+              "\n\nOne fit each, in one run (mercer's after a warm-up fit on 2,000 rows; LIBSVM's with cache_size "
+              "as large as mercer's row cache; oneDAL cold = first fit of a fresh process, warm = its second). "
+              "RBF, C = 1, gamma = 'scale'. *_s: seconds; ratios of those.\n\n" + markdown_table(rows4) + "\n")
+        parts["solver"] = dict(out, command=command_line(), markdown=md)
+        print(md, flush=True)
+    ordered = {k: parts[k] for k in ("exact", "models", "family", "solver") if k in parts}
     write_results(args, {"parts": ordered}, "\n".join(v.get("markdown", "") for v in ordered.values()),
                   title="Kernel SVMs: mercer vs LIBSVM (scikit-learn)")
 
