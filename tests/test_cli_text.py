@@ -272,3 +272,20 @@ def test_wide_one_hot_evaluate_and_tuning(tmp_path, capsys):
                    "--out", tmp_path / "svr.mercer"], capsys)
     assert "tuned: " in out
     assert sp.issparse(final_estimator(load(tmp_path / "svr.mercer")).support_vectors_)
+
+
+def test_tuning_scores_scikit_learns_scale_gamma_on_sparse_rows():
+    """TF-IDF rows (norm 1: entries ~ 1/sqrt(d)) get scikit-learn's gamma='scale' as a candidate; the
+    default 1 / d makes their RBF kernel nearly constant. Standardised columns do not (the same gamma)."""
+    from mercer.cli._autotune import _scaled_rbf
+
+    df = _tiny_table(60, seed=6)
+    Z = TfidfVectorizer().fit_transform(_texts(df)["text"])
+    d = Z.shape[1]
+    var = Z.multiply(Z).mean() - Z.mean() ** 2  # what scikit-learn's SVC(gamma="scale") computes
+    got = _scaled_rbf(RBF(), Z)
+    assert got is not None and got.gamma == pytest.approx(1.0 / (d * var), rel=1e-12)
+    assert _scaled_rbf(RBF(), Z.toarray()).gamma == pytest.approx(got.gamma, rel=1e-12)
+    standardised = StandardScaler().fit_transform(np.random.default_rng(0).normal(size=(50, 4)))
+    assert _scaled_rbf(RBF(), standardised) is None
+    assert _scaled_rbf(RBF(gamma=0.5), Z) is None  # a gamma given by the user is kept

@@ -6,6 +6,11 @@ Candidates, each learned on 80 % of (at most ``TUNE_MAX_ROWS`` of) the preproces
 the kind being fit:
 
 * ``given``: the kernel and regularisation as given (the defaults: ``gamma = 1 / n_features``);
+* ``given, gamma = 1 / (d var)``: for the default RBF kernel, scikit-learn's ``gamma='scale'`` (``d``
+  features, ``var`` the variance of all entries of the preprocessed rows) when it is more than twice
+  or less than half of ``1 / d``: sparse rows (TF-IDF rows of norm 1, a wide one-hot) have entries
+  far smaller than standardised columns, and ``1 / d`` makes their kernel nearly constant
+  (``svc``: with each ``C`` of the grid);
 * ``learned``: the kernel's hyperparameters and ``alpha`` learned by
   :class:`~mercer.models.NystroemKernelRidgeCV` (generalised cross-validation from blocked
   statistics: O(n M^2) per step, no n x n matrix) on the standardised target, or on the centred
@@ -90,6 +95,22 @@ def _as_rows(Z):
     return np.ascontiguousarray(Z, dtype=np.float64)
 
 
+def _scaled_rbf(kernel: Kernel, Z):
+    """The default RBF kernel with scikit-learn's ``gamma='scale'`` (1 / (d var Z)), or None when the
+    kernel is not the default RBF or that gamma is within a factor 2 of ``1 / d``."""
+    if type(kernel) is not RBF or kernel.gamma is not None:
+        return None
+    n, d = Z.shape
+    if hasattr(Z, "multiply"):  # sparse: from the stored entries, never made dense
+        mean, sq = Z.sum() / (n * d), Z.multiply(Z).sum() / (n * d)
+    else:
+        mean, sq = Z.mean(), np.mean(np.square(Z))
+    var = float(sq - mean * mean)
+    if not var > 0 or 0.5 <= 1.0 / var <= 2.0:
+        return None
+    return RBF(gamma=1.0 / (d * var))
+
+
 def _given_alpha(est) -> float:
     return float(getattr(est, "alpha", 1.0))
 
@@ -153,6 +174,11 @@ def tune(model, X, y, args, *, classifier: bool) -> Tuned:
     value0 = float(est.C) if reg == "C" else _given_alpha(est)
     results.append((score(kernel0, reg, value0, Z[fit_rows], labels[fit_rows], Z[v], labels[v]), "given", kernel0,
                     value0))
+    scaled = _scaled_rbf(kernel0, Z)
+    if scaled is not None:  # the given regularisation (svc: each C), scikit-learn's default gamma
+        for value in (C_GRID if reg == "C" else (value0,)):
+            results.append((score(scaled, reg, value, Z[fit_rows], labels[fit_rows], Z[v], labels[v]),
+                            f"given, gamma = 1/(d var){f', C = {value:g}' if reg == 'C' else ''}", scaled, value))
     for name, start in _candidate_kernels(kernel0, p):
         cv = NystroemKernelRidgeCV(kernel=start, alpha=1.0, random_state=args.seed, device=args.device,
                                    memory_budget=args.memory_budget)
@@ -173,10 +199,11 @@ def tune(model, X, y, args, *, classifier: bool) -> Tuned:
     best = max(results, key=lambda r: r[0])  # the first of equals: "given" wins ties
     metric = "accuracy" if classifier else "R^2"
     shown = "; ".join(f"{name} {s:.4f}" for s, name, _, _ in results if np.isfinite(s))
-    per = f" for {len(fit_rows)} rows" if reg == "alpha" and best[1] != "given" else ""
+    learned = not best[1].startswith("given")  # alpha learned on fit_rows: rescaled to the rows of the final fit
+    per = f" for {len(fit_rows)} rows" if reg == "alpha" and learned else ""
     line = (f"tuned: {best[1]}: kernel {best[2]!r}, {reg} {best[3]:.4g}{per} (validation {metric} on {len(v)} of "
             f"{len(rows)} rows: {shown}; {time.perf_counter() - t0:.1f} s; --no-tune to skip)")
-    return Tuned(best[2], reg, best[3], None if best[1] == "given" else len(fit_rows), line)
+    return Tuned(best[2], reg, best[3], len(fit_rows) if learned else None, line)
 
 
 def apply(model, tuned: Tuned, n_rows: int):
