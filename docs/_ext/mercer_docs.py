@@ -81,7 +81,7 @@ MODULES = [
     ("mercer.kernels", "Kernels: the functions, their algebra and the Mercer check."),
     ("mercer.approx", "Feature maps and low-rank approximations (those that are estimators are listed above too)."),
     ("mercer.linalg", "The execution core: memory plans, blocked kernel operators, solvers."),
-    ("mercer.sources", "Data read block by block: memmaps, ``.npy``, Parquet, Dask collections."),
+    ("mercer.sources", "Data read block by block: memmaps, ``.npy``, Parquet, Dask collections, sparse rows."),
     ("mercer.io", "Saving and loading models without pickle."),
     ("mercer.plotting", "Figures from fitted models and data (needs matplotlib: ``pip install mercer[plot]``)."),
 ]

@@ -56,9 +56,11 @@ def is_sparse_input(X) -> bool:
 
 def plan_features(X) -> int:
     """The features the planner counts per row of ``X``: ``d`` for dense rows, the stored entries of
-    an average row for sparse ones (:attr:`SparseRows.plan_features`): blocks are sized from the
-    non-zeros, not from ``d``."""
-    return X.plan_features if isinstance(X, SparseRows) else int(X.shape[1])
+    an average row for sparse ones (:attr:`SparseRows.plan_features`, or a sparse
+    :class:`~mercer.sources.RowSource`'s): blocks are sized from the non-zeros, not from ``d``."""
+    if isinstance(X, SparseRows) or getattr(X, "sparse", False) is True:  # sparse rows, or a sparse source
+        return int(X.plan_features)
+    return int(X.shape[1])
 
 
 class SparseRows:

@@ -24,6 +24,7 @@ import math
 from numbers import Integral, Real
 
 import numpy as np
+import scipy.sparse as sp
 import torch
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
@@ -240,7 +241,7 @@ class IncompleteCholesky(TransformerMixin, StreamedMethodsMixin, BaseEstimator):
         source = fit_source(self, X)
         if source is not None:  # the n x M factor is held whole: the data are read into memory (if they fit)
             Xv = source_to_memory(source, owner, memory_budget=self.memory_budget)
-            if not np.isfinite(Xv).all():
+            if not np.isfinite(Xv.data if sp.issparse(Xv) else Xv).all():  # a sparse source's CSR
                 raise ValueError(f"Input X contains NaN or infinity ({source!r}); {owner} needs finite inputs.")
         else:
             Xv = check_array_like(self, X, reset=True, accept_sparse=True)

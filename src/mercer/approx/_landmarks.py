@@ -30,7 +30,7 @@ from .._backend import num_threads
 from .._validation import Options, check_at_most, check_param, describe, is_torch
 from ..kernels import Kernel
 from ..kmeans import d2_sampling, kmeans
-from ..linalg import DENSE_SERIAL_MAX_N, default_memory_budget, jittered_cholesky, plan_rows, row_blocks
+from ..linalg import DENSE_SERIAL_MAX_N, default_memory_budget, jittered_cholesky, plan_rows, row_blocks, source_rows
 from ..linalg import eigh as _eigh  # in a worker thread for large matrices: Ctrl-C is heard
 from ..linalg import interruptible as _interruptible
 from ..sources import RowSource
@@ -192,7 +192,7 @@ def _select_from_source(source: RowSource, M: int, rule, *, generator, dtype, de
             "sample of the data).")
     check_at_most(owner, "n_components", M, source.n_samples, "n_samples")
     idx = _rnd.randperm(generator, source.n_samples, device=torch.device("cpu"))[:M].sort().values
-    Z = torch.from_numpy(source.take(idx.numpy())).to(device=device, dtype=dtype)
+    Z = source_rows(source, idx, dtype=dtype, device=device)  # sparse rows from a sparse source
     return Z, idx.to(device)
 
 

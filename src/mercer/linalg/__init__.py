@@ -19,7 +19,7 @@ from ._hyperstats import KernelStatistics, kernel_statistics, statistics_rows
 from ._protocol import ProductOperator
 from ._sym_gram import SymmetricGram
 from ._preconditioner import FalkonPreconditioner, falkon_solve_bytes, lower_gram
-from ._source_blocks import source_rows, tensor_blocks
+from ._source_blocks import block_tensor, source_rows, tensor_blocks
 from ._stream import STREAMED_METHODS, StreamedMethodsMixin, map_rows, source_to_memory
 
 __all__ = [
@@ -100,6 +100,7 @@ __all__ = [
     "product_tile_bytes",
     "register_engine",
     "row_blocks",
+    "block_tensor",
     "source_rows",
     "source_to_memory",
     "statistics_rows",

@@ -12,7 +12,6 @@ import dataclasses
 import logging
 import time
 
-import numpy as np
 import torch
 
 from .._sparse import plan_features
@@ -22,6 +21,7 @@ from ._plan import SHIFT_SAMPLE_ROWS, STREAM_READ_BYTES, ExecutionPlan, default_
 from ._blocking import (BlockPlan, MemoryBudgetError, format_bytes, plan_blocks,
                         product_tile_bytes, row_blocks)
 from ._mixed import fill_lower_gram, gram_tile_plan
+from ._source_blocks import _check_block, block_tensor, source_rows
 
 __all__ = ["KernelOperator", "Statistics"]
 
@@ -128,7 +128,7 @@ class KernelOperator:
         self.budget = default_memory_budget(self.device, memory_budget)
         n, d = self.shape[0], self._n_features
         # sparse rows: blocks sized from their non-zeros (kernel.scratch still sees the features)
-        d_plan = d if self.source is not None else max(plan_features(self.X), plan_features(self.Z))
+        d_plan = max(plan_features(self.source if self.source is not None else self.X), plan_features(self.Z))
         if max_tile_bytes == "product":
             d_eff, item = 1 if kernel.is_precomputed else d_plan, (self.Z if X is None else X).element_size()
             max_tile_bytes = _GPU_PRODUCT_TILE_BYTES if self.device.type != "cpu" else product_tile_bytes(
@@ -179,10 +179,8 @@ class KernelOperator:
         reads = min(STREAM_READ_BYTES, ExecutionPlan(self.budget).share("source reads"))
         per_read = max(1, reads // max(self.source.bytes_per_row, 1) // br) * br
         for R, block in self.source.iter_blocks(row_blocks(n, per_read, desc="kernel rows")):
-            if not np.isfinite(block).all():
-                raise ValueError(f"X contains NaN or infinity (streamed rows {R.start}:{R.stop} of "
-                                 f"{self.source!r}); mercer needs finite inputs.")
-            Xb = torch.from_numpy(block).to(device=self.device, dtype=self.dtype)
+            _check_block(block, self.source, f"{R.start}:{R.stop}")
+            Xb = block_tensor(block, dtype=self.dtype, device=self.device)
             for start in range(0, R.stop - R.start, br):
                 stop = min(start + br, R.stop - R.start)
                 yield slice(R.start + start, R.start + stop), Xb, slice(start, stop)
@@ -444,8 +442,7 @@ class KernelOperator:
         if self.kernel.is_precomputed:
             return self.X[index].clone()
         if self.source is not None:
-            Xi = torch.from_numpy(self.source.take(index.cpu().numpy())).to(device=self.device, dtype=self.dtype)
-            return self.kernel(Xi, self.Z)
+            return self.kernel(source_rows(self.source, index, dtype=self.dtype, device=self.device), self.Z)
         return self.kernel(self.X[index], self.Z)
 
     def dense(self, *, lower_only: bool = False, output_reserved: bool = False) -> torch.Tensor:

@@ -18,6 +18,7 @@ import functools
 import inspect
 
 import numpy as np
+import scipy.sparse as sp
 
 from ..sources import RowSource, as_source, is_dask_collection, is_streamed
 from ._blocking import MAX_TILE_BYTES, plan_rows, row_blocks
@@ -99,10 +100,13 @@ def _map_dask(fn, X, names):
         X = X.compute_chunk_sizes()
     X = X.rechunk({1: -1})
     use = names if (names is not None and frame_names is not None) else None
-    probe = np.asarray(fn(_frame(np.asarray(X[:1].compute()), use)))  # output width and dtype
+    sparse = sp.issparse(getattr(X, "_meta", None))  # scipy sparse chunks: passed to fn as CSR matrices
 
     def block_fn(block):
-        return np.asarray(fn(_frame(np.asarray(block), use)))
+        block = sp.csr_matrix(block) if sparse else np.asarray(block)
+        return np.asarray(fn(_frame(block, use)))
+
+    probe = block_fn(X[:1].compute())  # output width and dtype
 
     if probe.ndim == 1:
         return X.map_blocks(block_fn, drop_axis=1, dtype=probe.dtype, meta=np.empty((0,), dtype=probe.dtype))
@@ -178,13 +182,14 @@ class StreamedMethodsMixin:
                 attr.fn = _planned(attr.fn, streamed=streamed)  # scikit-learn's available_if: wrap what it guards
 
 
-def source_to_memory(X, owner: str, *, memory_budget=None) -> np.ndarray:
-    """A streamed ``X`` read whole, for a ``fit`` that needs its data in memory; a clear error when
-    it would not fit the memory budget (naming the estimators that stream)."""
+def source_to_memory(X, owner: str, *, memory_budget=None):
+    """A streamed ``X`` read whole, for a ``fit`` that needs its data in memory (an array, or a CSR
+    matrix from a sparse source); a clear error when it would not fit the memory budget (naming
+    the estimators that stream)."""
     from ._blocking import MemoryBudgetError, format_bytes
 
     source = X if isinstance(X, RowSource) else as_source(X)
-    need = source.n_samples * source.bytes_per_row
+    need = source.n_samples * source.bytes_per_row  # a sparse source's: its stored entries
     budget = default_memory_budget(None, memory_budget)
     if need > budget:
         raise MemoryBudgetError(

@@ -21,6 +21,7 @@ from numbers import Integral
 
 import numpy as np
 import torch
+import scipy.sparse as sp
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
@@ -29,7 +30,7 @@ from ..._sparse import plan_features
 from ..._validation import Interval, Options, check_at_most, check_params
 from ...approx import Nystroem, RandomFourierFeatures
 from ...kmeans import seed_indices, warn_distinct
-from ...linalg import KernelOperator, plan_blocks, row_blocks
+from ...linalg import KernelOperator, block_tensor, plan_blocks, row_blocks
 from ...sources import RowSource
 from .._base import COMPUTE_CONSTRAINTS, KERNEL_CONSTRAINTS, KernelEstimatorMixin
 from ._common import KMEANS_CONSTRAINTS, check_init, resolve_n_init, sample_weights
@@ -49,10 +50,10 @@ class _FeatureSource(RowSource):
         self.n_samples, self.n_features = source.n_samples, int(feature_map.n_features_out_)
         self.dtype = np.dtype(str(dtype).removeprefix("torch."))
 
-    def _features(self, block: np.ndarray) -> np.ndarray:
-        if not np.isfinite(block).all():
+    def _features(self, block) -> np.ndarray:
+        if not np.isfinite(block.data if sp.issparse(block) else block).all():
             raise ValueError(f"X contains NaN or infinity ({self.source!r}); mercer needs finite inputs.")
-        Xb = torch.from_numpy(block).to(device=self.device, dtype=self.torch_dtype)
+        Xb = block_tensor(block, dtype=self.torch_dtype, device=self.device)  # sparse rows of a sparse source
         F = torch.as_tensor(self.feature_map.transform(Xb), dtype=self.torch_dtype)
         return np.ascontiguousarray(F.cpu().numpy(), dtype=self.dtype)
 

@@ -15,6 +15,7 @@ import warnings
 from numbers import Integral
 
 import numpy as np
+import scipy.sparse as sp
 import torch
 from sklearn.base import BaseEstimator, ClassNamePrefixFeaturesOutMixin, ClusterMixin, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
@@ -142,6 +143,8 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ke
         Xv = self._validate_X(X, reset=True)
         if isinstance(Xv, RowSource) and callable(self.init):  # init(X, ...) takes the data in memory
             Xv = self._source_in_memory(Xv)
+        elif isinstance(Xv, RowSource) and Xv.sparse:  # sparse rows: read as CSR (its entries must fit the budget)
+            Xv = self._validate_X(self._source_in_memory(Xv), reset=True)
         n, d = Xv.shape
         if self.n_clusters > n:  # mercer's wording, then scikit-learn's (users and its tests search for it)
             raise ValueError(f"The 'n_clusters' parameter of {owner} must be at most n_samples = {n}. Got "
@@ -173,7 +176,7 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ke
     def _source_in_memory(self, source) -> np.ndarray:
         """A streamed ``X`` read whole (when it fits the budget), checked as in-memory data are."""
         X = source_to_memory(source, type(self).__name__, memory_budget=self.memory_budget)
-        if not np.isfinite(X).all():
+        if not np.isfinite(X.data if sp.issparse(X) else X).all():
             raise ValueError(f"Input X contains NaN or infinity ({source!r}).")
         return X
 

@@ -36,6 +36,7 @@ from sklearn.base import BaseEstimator, ClassifierMixin, MultiOutputMixin, Regre
 from sklearn.utils.validation import check_is_fitted
 
 from ..._backend import as_output, make_generator, to_numpy
+from ..._sparse import plan_features
 from ..._validation import Interval, Options, check_at_most, check_params
 from ...approx import (LANDMARKS_CONSTRAINTS, check_finite, check_landmarks_param, check_params_fit_dtype,
                        select_landmarks)
@@ -102,7 +103,8 @@ class _NystroemRidgeBase(KernelEstimatorMixin, BaseEstimator):
         """Fit every column of ``Y`` (n, t); ``fit`` has checked the parameter table."""
         t_start = time.perf_counter()
         centers, M, alphas = self._check_fit(X, Y)
-        direct = self._choose_solver(M, X.shape[1], Y.shape[1])
+        # sparse rows (in memory or a sparse source): a kernel entry costs their stored entries, not d
+        direct = self._choose_solver(M, plan_features(X), Y.shape[1])
         budget = nystroem_plan(self._plan, falkon_solve_bytes(M, Y.shape[1], direct=direct), direct=direct,
                                owner=type(self).__name__, n_centers=M)
         n_w = float(X.shape[0] if sw is None else sw.sum())

@@ -1,0 +1,360 @@
+"""Sparse rows streamed from disk (issue 29): scipy ``.npz`` files, Parquet in the sparse layout and
+Dask arrays of CSR chunks are read block by block as CSR, never densified, and every estimator that
+streams its fit gives the model of the same data in memory as CSR (tiny budgets: many blocks)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+import scipy.sparse as sp
+import torch
+from sklearn.base import clone
+
+from mercer import approx, sources
+from mercer._sparse import SparseRows
+from mercer.linalg import KernelOperator, MemoryBudgetError, engine_for, source_rows, tensor_blocks
+from mercer.models import (ApproximateKernelPCA, KernelKMeans, KernelSVC, KMeans, NystroemKernelRidge,
+                           NystroemKernelRidgeClassifier, RandomFeatureRidge)
+
+from contracts import OperatorContract
+
+BUDGET = 1 << 18  # 256 KiB: several blocks per pass
+WIDE_BUDGET = 1 << 22  # for the estimators that hold (k, d) or (d, m) dense arrays (centres, frequencies)
+N, D = 500, 2000
+
+
+@pytest.fixture(scope="module")
+def data():
+    """Text-like rows: 2.5% dense, three classes told apart by a few columns; a smooth target."""
+    rng = np.random.default_rng(0)
+    labels = rng.integers(0, 3, N)
+    X = sp.random(N, D, density=0.025, format="csr", random_state=rng, data_rvs=lambda k: rng.uniform(0.1, 1, k))
+    X = sp.csr_matrix(X + sp.csr_matrix((np.full(N, 1.5), (np.arange(N), labels * 11)), shape=(N, D)))
+    X.sort_indices()
+    y = np.asarray(X[:, :40].sum(1)).ravel() + np.sin(3 * X[:, 11].toarray().ravel())
+    return X, y, labels
+
+
+@pytest.fixture(scope="module")
+def stored(data, tmp_path_factory):
+    """The same X as a compressed and an uncompressed .npz, and two Parquet files in the sparse layout."""
+    X, y, _ = data
+    root = tmp_path_factory.mktemp("sparse_sources")
+    sp.save_npz(root / "X.npz", X)
+    sp.save_npz(root / "X_stored.npz", X, compressed=False)
+    (root / "pq").mkdir()
+    sources.write_sparse_parquet(root / "pq" / "part-0.parquet", X[:230], y[:230], row_group_size=70)
+    sources.write_sparse_parquet(root / "pq" / "part-1.parquet", X[230:], y[230:], row_group_size=111)
+    return root
+
+
+KINDS = ["npz", "npz_stored", "parquet", "dask"]
+
+
+def _source(kind, stored, X):
+    if kind == "npz":
+        return str(stored / "X.npz")
+    if kind == "npz_stored":
+        return sources.SparseSource(stored / "X_stored.npz")
+    if kind == "parquet":
+        return sources.read_parquet(stored / "pq", target="y")[0]
+    da = pytest.importorskip("dask.array")
+    return da.from_array(X, chunks=(137, -1), asarray=False)
+
+
+def _apply(method, Xa):
+    out = method(Xa)
+    return np.asarray(out.compute() if hasattr(out, "compute") else out)
+
+
+def _check(kind, stored, data, est, method="predict", y=None, atol=1e-8, **fit_kw):
+    """Fit on the source and on the CSR in memory: the same outputs, applied to the source and to the CSR."""
+    X = data[0]
+    Xs = _source(kind, stored, X)
+    ref = clone(est).fit(X, y, **fit_kw)
+    got = clone(est).fit(Xs, y, **fit_kw)
+    assert got.n_features_in_ == D
+    expected = np.asarray(getattr(ref, method)(X))
+    np.testing.assert_allclose(_apply(getattr(got, method), Xs), expected, rtol=0, atol=atol)
+    np.testing.assert_allclose(np.asarray(getattr(got, method)(X)), expected, rtol=0, atol=atol)
+    return ref, got
+
+
+# -- the sources themselves -------------------------------------------------------------------
+@pytest.mark.parametrize("kind", KINDS)
+def test_blocks_are_the_rows_as_csr(kind, stored, data):
+    X = data[0]
+    src = sources.as_source(_source(kind, stored, X))
+    assert src.sparse and src.shape == X.shape and src.dtype == np.float64 and src.feature_names is None
+    assert src.nnz >= X.nnz and src.bytes_per_row < D  # sized from the entries, not from d
+    blocks = list(src.iter_blocks([slice(0, 100), slice(100, 333), slice(333, N)]))
+    assert all(sp.isspmatrix_csr(b) and b.has_canonical_format for _, b in blocks)
+    assert (sp.vstack([b for _, b in blocks]) != X).nnz == 0
+    assert (src.read(227, 236) != X[227:236]).nnz == 0  # across the Parquet files
+    idx = [499, 3, 3, 250, 0, 229, 230]
+    assert (src.take(idx) != X[idx]).nnz == 0
+    assert src.take([]).shape == (0, D) and src.read(5, 5).shape == (0, D)
+    with pytest.raises(IndexError):
+        src.take([N])
+    f32 = src.astype(np.float32)
+    assert f32.read(0, 10).dtype == np.float32 and src.read(0, 10).dtype == np.float64
+
+
+def test_tensor_blocks_are_sparse_rows(stored, data):
+    X = data[0]
+    src = sources.SparseSource(stored / "X.npz")
+    seen = []
+    for r, Xb in tensor_blocks(src, 64, dtype=torch.float32, device="cpu"):
+        assert isinstance(Xb, SparseRows) and Xb.dtype == torch.float32
+        seen.append(Xb.to_scipy())
+    assert len(seen) == -(-N // 64)
+    np.testing.assert_allclose(sp.vstack(seen).toarray(), X.toarray(), rtol=1e-7)
+    Z = source_rows(src, torch.tensor([7, 1]), dtype=torch.float64, device="cpu")
+    assert isinstance(Z, SparseRows) and (Z.to_scipy() != X[[7, 1]]).nnz == 0
+
+
+def test_in_memory_matrix_source_never_writes_to_it(data):
+    X = data[0]
+    Xu = sp.csr_matrix((X.data[::-1].copy(), X.indices[::-1].copy(), X.indptr.copy()), shape=X.shape)  # unsorted
+    saved = (Xu.data.copy(), Xu.indices.copy())
+    src = sources.as_source(Xu)
+    block = src.read(0, N)
+    assert block.has_canonical_format and (block != Xu).nnz == 0
+    assert np.array_equal(Xu.data, saved[0]) and np.array_equal(Xu.indices, saved[1])
+
+
+def test_sparse_files_bad_input(tmp_path, data):
+    X = data[0]
+    sp.save_npz(tmp_path / "csc.npz", X.tocsc())
+    with pytest.raises(ValueError, match="CSC matrix.*save X.tocsr"):
+        sources.SparseSource(tmp_path / "csc.npz")
+    np.savez(tmp_path / "dense.npz", a=np.zeros(3))
+    with pytest.raises(ValueError, match="not a sparse matrix written by scipy.sparse.save_npz"):
+        sources.as_source(str(tmp_path / "dense.npz"))
+    with pytest.raises(FileNotFoundError):
+        sources.SparseSource(tmp_path / "missing.npz")
+    bad = X[:20].copy()
+    bad.data[5] = np.nan
+    sp.save_npz(tmp_path / "nan.npz", bad)
+    with pytest.raises(ValueError, match=r"NaN or infinity \(streamed rows"):
+        NystroemKernelRidge(n_centers=5).fit(str(tmp_path / "nan.npz"), np.zeros(20))
+
+
+def test_parquet_sparse_layout_errors(tmp_path, data):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    X, y, _ = data
+    table = pa.table({"indices": pa.array([[0, 3], [], [2]]), "values": pa.array([[1.0, 2.0], [], [4.0]]),
+                      "y": [1.0, 2.0, 3.0]})
+    pq.write_table(table, tmp_path / "no_meta.parquet")
+    with pytest.raises(ValueError, match="no n_features: pass n_features"):
+        sources.read_parquet(tmp_path / "no_meta.parquet", target="y")
+    Xs, yy = sources.read_parquet(tmp_path / "no_meta.parquet", target="y", n_features=5)
+    np.testing.assert_array_equal(Xs.to_numpy().toarray(), [[1, 0, 0, 2, 0], [0] * 5, [0, 0, 4, 0, 0]])
+    with pytest.raises(ValueError, match=r"column indices out of range \[0, 3\)"):
+        sources.read_parquet(tmp_path / "no_meta.parquet", target="y", n_features=3)[0].to_numpy()
+    pq.write_table(pa.table({"indices": pa.array([[0, 1]]), "values": pa.array([[1.0]])}), tmp_path / "ragged.parquet")
+    with pytest.raises(ValueError, match="row 0 .* has 2 indices and 1 values"):
+        sources.ParquetSource(tmp_path / "ragged.parquet", n_features=4).to_numpy()
+    pq.write_table(pa.table({"indices": pa.array([[0], None]), "values": pa.array([[1.0], None])}),
+                   tmp_path / "null.parquet")
+    with pytest.raises(ValueError, match="null row"):
+        sources.ParquetSource(tmp_path / "null.parquet", n_features=4).to_numpy()
+    with pytest.raises(ValueError, match="n_features is for the sparse layout"):
+        pd.DataFrame({"a": [1.0], "b": [2.0]}).to_parquet(tmp_path / "dense.parquet")
+        sources.ParquetSource(tmp_path / "dense.parquet", n_features=4)
+    with pytest.raises(TypeError, match="must be a scipy sparse matrix"):
+        sources.write_sparse_parquet(tmp_path / "x.parquet", X.toarray())
+    # unsorted indices and duplicates in a row: summed, as scipy does
+    pq.write_table(pa.table({"indices": pa.array([[3, 0, 3]]), "values": pa.array([[1.0, 2.0, 0.5]])}),
+                   tmp_path / "dups.parquet")
+    np.testing.assert_array_equal(sources.ParquetSource(tmp_path / "dups.parquet", n_features=4).to_numpy().toarray(),
+                                  [[2.0, 0, 0, 1.5]])
+
+
+def test_float32_parquet_values_give_float32_blocks(tmp_path, data):
+    X, y, _ = data
+    sources.write_sparse_parquet(tmp_path / "f32.parquet", X.astype(np.float32), y)
+    Xs, _ = sources.read_parquet(tmp_path / "f32.parquet", target="y")
+    assert Xs.dtype == np.float32 and Xs.read(0, 3).dtype == np.float32
+
+
+# -- the streamed operator on sparse blocks -----------------------------------------------------
+class TestSparseSourceOperator(OperatorContract):
+    """Sparse rows read from a source block by block (tiny budget: many blocks, several reads)."""
+
+    @staticmethod
+    def make(kernel, X, Z):
+        from mercer._sparse import as_sparse_rows
+
+        source = sources.SparseSource(sp.csr_matrix(np.asarray(X)))
+        return engine_for(source).operator(kernel, source, as_sparse_rows(Z), memory_budget=1 << 14)
+
+
+def test_streamed_operator_plans_from_the_non_zeros(stored, data):
+    """d = 2000 but ~52 entries a row: the tiles hold many more rows than the dense width allows."""
+    from mercer._sparse import as_sparse_rows
+    from mercer.kernels import RBF
+
+    X = data[0]
+    Z = as_sparse_rows(X[:20])
+    op = KernelOperator(RBF(gamma=0.5), sources.SparseSource(stored / "X.npz"), Z, memory_budget=1 << 18)
+    dense_rows = KernelOperator(RBF(gamma=0.5), torch.as_tensor(X.toarray()), torch.as_tensor(X[:20].toarray()),
+                                memory_budget=1 << 18).plan.row_block
+    assert op.plan.row_block > 4 * dense_rows
+    K = RBF(gamma=0.5)(X.toarray(), X[:20].toarray()).numpy()
+    v = np.random.default_rng(0).normal(size=20)
+    np.testing.assert_allclose(op.matvec(torch.as_tensor(v)).numpy(), K @ v, rtol=1e-11, atol=1e-12)
+    np.testing.assert_allclose(op.rows([9, 2]).numpy(), K[[9, 2]], rtol=1e-12, atol=1e-13)
+
+
+# -- estimators that stream their fit: the model of the CSR in memory -------------------------------
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("solver", ["direct", "cg"])
+def test_nystroem_ridge(kind, solver, stored, data):
+    X, y, _ = data
+    est = NystroemKernelRidge(alpha=0.1, n_centers=40, gamma=0.2, solver=solver, tol=1e-12, random_state=0,
+                              dtype="float64", memory_budget=BUDGET)
+    ref, got = _check(kind, stored, data, est, y=y)
+    assert isinstance(got.centers_, SparseRows) and (got.centers_.to_scipy() != ref.centers_.to_scipy()).nnz == 0
+    assert got.n_iter_.tolist() == ref.n_iter_.tolist()
+
+
+@pytest.mark.parametrize("kind", ["npz", "parquet"])
+def test_nystroem_ridge_float32_weights_no_intercept(kind, stored, data):
+    X, y, _ = data
+    w = np.random.default_rng(1).uniform(0.2, 2.0, N)
+    est = NystroemKernelRidge(alpha=0.5, n_centers=30, kernel="laplacian", gamma=0.1, fit_intercept=False,
+                              random_state=1, memory_budget=BUDGET)
+    _check(kind, stored, data, est, y=y, atol=1e-5, sample_weight=w)
+
+
+@pytest.mark.parametrize("kind", ["npz_stored", "dask"])
+def test_nystroem_ridge_classifier(kind, stored, data):
+    X, _, labels = data
+    est = NystroemKernelRidgeClassifier(alpha=0.1, n_centers=40, kernel="cosine", random_state=0, dtype="float64",
+                                        memory_budget=BUDGET)
+    ref, got = _check(kind, stored, data, est, method="decision_function", y=labels)
+    assert (got.predict(X) == labels).mean() > 0.9
+
+
+@pytest.mark.parametrize("kind", ["parquet"])
+def test_random_feature_ridge(kind, stored, data):
+    est = RandomFeatureRidge(alpha=0.1, n_components=40, gamma=0.2, random_state=0, memory_budget=WIDE_BUDGET)
+    _check(kind, stored, data, est, y=data[1], atol=1e-6)
+
+
+@pytest.mark.parametrize("kind", ["npz"])
+@pytest.mark.parametrize("approximation", ["nystroem", "rff"])
+def test_approximate_kernel_pca(kind, approximation, stored, data):
+    est = ApproximateKernelPCA(n_components=3, n_features=30, approximation=approximation, gamma=0.2,
+                               random_state=0, memory_budget=BUDGET if approximation == "nystroem" else WIDE_BUDGET)
+    ref, got = _check(kind, stored, data, est, method="transform", atol=1e-6)
+    np.testing.assert_allclose(got.eigenvalues_, ref.eigenvalues_, rtol=1e-10)
+
+
+@pytest.mark.parametrize("kind,init", [("npz", "k-means++"), ("parquet", "random")])
+def test_kmeans(kind, init, stored, data):
+    """A sparse source is read into memory as CSR (its entries within the budget) and clustered as
+    scikit-learn's sparse k-means does."""
+    est = KMeans(3, init=init, random_state=0, memory_budget=WIDE_BUDGET)
+    ref, got = _check(kind, stored, data, est)
+    np.testing.assert_array_equal(got.labels_, ref.labels_)
+    assert sp.issparse(got.cluster_centers_) == sp.issparse(ref.cluster_centers_)
+    assert got.inertia_ == pytest.approx(ref.inertia_, rel=1e-10) and got.n_iter_ == ref.n_iter_
+
+
+@pytest.mark.parametrize("kind", ["npz"])
+@pytest.mark.parametrize("approximation", ["nystroem", "rff"])
+def test_kernel_kmeans_approximate(kind, approximation, stored, data):
+    est = KernelKMeans(3, approximation=approximation, n_components=20, gamma=0.2, random_state=0,
+                       memory_budget=WIDE_BUDGET)
+    ref, got = _check(kind, stored, data, est)
+    np.testing.assert_array_equal(got.labels_, ref.labels_)
+    assert got.inertia_ == pytest.approx(ref.inertia_, rel=1e-10)
+
+
+MAPS = [approx.RandomFourierFeatures(n_components=16, gamma=0.2, random_state=0),
+        approx.Nystroem(n_components=16, gamma=0.2, random_state=0, memory_budget=BUDGET),
+        approx.LandmarkFeatures(n_components=16, gamma=0.2, random_state=0, memory_budget=BUDGET),
+        approx.TensorSketch(n_components=16, gamma=0.2, random_state=0),
+        approx.RandomMaclaurin(n_components=16, gamma=0.2, random_state=0),
+        approx.IncompleteCholesky(n_components=8, gamma=0.2, random_state=0)]
+
+
+@pytest.mark.parametrize("kind", ["npz", pytest.param("parquet", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("fmap", MAPS, ids=lambda m: type(m).__name__)
+def test_feature_maps(kind, fmap, stored, data):
+    _check(kind, stored, data, fmap, method="transform", atol=1e-9)
+
+
+def test_non_streaming_fit_reads_the_csr_into_memory(stored, data):
+    X, _, labels = data
+    lab = labels == 1
+    ref = KernelSVC(kernel="linear", random_state=0).fit(X, lab)
+    got = KernelSVC(kernel="linear", random_state=0).fit(str(stored / "X.npz"), lab)
+    assert sp.issparse(got.support_vectors_)
+    np.testing.assert_allclose(got.decision_function(str(stored / "X.npz")), ref.decision_function(X), atol=1e-8)
+    # the budget counts the stored entries: the CSR (~0.3 MiB) fits 1 MiB where the dense X (7.6 MiB) would not
+    KernelSVC(kernel="linear", memory_budget=1 << 20).fit(str(stored / "X.npz"), lab)
+    with pytest.raises(MemoryBudgetError, match="NystroemKernelRidge.*RandomFeatureRidge"):
+        KernelSVC(memory_budget=4096).fit(str(stored / "X.npz"), lab)
+
+
+# -- the Dask engine on sparse chunks ----------------------------------------------------------------
+@pytest.fixture(scope="module")
+def dask_client():
+    pytest.importorskip("dask.array")
+    distributed = pytest.importorskip("distributed")
+    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, host="127.0.0.1", dashboard_address=None)
+    cl = distributed.Client(cluster, set_as_default=False)
+    cl.run(__import__, "mercer.distributed")
+    yield cl
+    cl.close()
+    cluster.close()
+
+
+class TestDaskSparseOperator(OperatorContract):
+    """The Dask engine's operator on partitions that are scipy CSR matrices, with sparse centres."""
+
+    @pytest.fixture(autouse=True)
+    def _in_force(self, dask_client):
+        with dask_client.as_current():
+            yield
+
+    @staticmethod
+    def make(kernel, X, Z):
+        import dask.array as da
+
+        from mercer._sparse import as_sparse_rows
+        from mercer.linalg import _engines
+
+        Xd = da.from_array(sp.csr_matrix(np.asarray(X)), chunks=(40, -1), asarray=False)
+        engine = engine_for(Xd)
+        assert engine is not _engines._ENGINES["local"]
+        return engine.operator(kernel, Xd, as_sparse_rows(Z), memory_budget=1 << 20)
+
+
+@pytest.mark.parametrize("solver,dtype,fit_intercept", [("direct", "float64", True), ("cg", "float64", False),
+                                                        ("cg", "float32", True)])
+def test_dask_engine_fits_nystroem_on_sparse_chunks(dask_client, data, solver, dtype, fit_intercept):
+    """Run on the workers (their task stream shows the products) and equal to the in-memory CSR fit."""
+    import dask.array as da
+    from distributed import get_task_stream
+
+    X, y, _ = data
+    kw = dict(alpha=0.1, n_centers=40, gamma=0.2, solver=solver, tol=1e-12, random_state=0, dtype=dtype,
+              fit_intercept=fit_intercept)
+    ref = NystroemKernelRidge(**kw).fit(X, y)
+    Xd = da.from_array(X, chunks=(120, -1), asarray=False)
+    with dask_client.as_current(), get_task_stream(dask_client) as ts:
+        got = NystroemKernelRidge(**kw).fit(Xd, da.from_array(y, chunks=120))
+        pred = got.predict(Xd).compute()
+    ran = {str(t["key"]).split("-")[0] for t in ts.data}
+    assert {"_part_rmatvec", "_part_kt_k" if solver == "direct" else "_part_kt_k_v"} <= ran
+    assert isinstance(got.centers_, SparseRows)
+    tol = 1e-10 if dtype == "float64" else 1e-4
+    np.testing.assert_allclose(pred, ref.predict(X), rtol=0, atol=tol * max(1.0, np.abs(y).max()))
+    np.testing.assert_allclose(got.predict(X), ref.predict(X), rtol=0, atol=tol * max(1.0, np.abs(y).max()))
