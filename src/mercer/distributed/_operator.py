@@ -28,9 +28,11 @@ import logging
 import time
 
 import numpy as np
+import scipy.sparse as sp
 import torch
 
-from ..linalg import DIRECT_TILE_BYTES, KernelOperator, format_bytes
+from .._sparse import is_sparse
+from ..linalg import DIRECT_TILE_BYTES, KernelOperator, block_tensor, format_bytes
 
 __all__ = ["DaskKernelOperator"]
 
@@ -93,11 +95,11 @@ def _local_operator(block: np.ndarray, kernel, Z: np.ndarray, budget: int, n_rhs
     threads = _worker_threads()
     if torch.get_num_threads() != threads:
         torch.set_num_threads(threads)
-    if not np.isfinite(block).all():
+    if not np.isfinite(block.data if sp.issparse(block) else block).all():
         raise ValueError("X contains NaN or infinity (in a Dask partition); mercer needs finite inputs.")
-    Xt = torch.from_numpy(np.ascontiguousarray(block, dtype=Z.dtype))
-    op = KernelOperator(kernel, Xt, torch.from_numpy(Z), memory_budget=budget, n_rhs=n_rhs,
-                        max_tile_bytes=max_tile_bytes)
+    dtype = torch.float64 if Z.dtype == np.float64 else torch.float32
+    op = KernelOperator(kernel, block_tensor(block, dtype=dtype, device="cpu"), block_tensor(Z, dtype=dtype, device="cpu"),
+                        memory_budget=budget, n_rhs=n_rhs, max_tile_bytes=max_tile_bytes)
     op.shift = None if shift is None else torch.from_numpy(shift)
     return op
 
@@ -135,8 +137,10 @@ class DaskKernelOperator:
     ----------
     kernel : Kernel
     X : dask array of shape (n, d)
-        Read in ``dtype``; rechunked to whole rows.
-    Z : tensor of shape (M, d)
+        Read in ``dtype``; rechunked to whole rows. Its chunks may be scipy sparse matrices
+        (``da.from_array(X_csr, chunks=(rows, -1), asarray=False)``): each task then computes its
+        tiles from sparse rows (:class:`~mercer._sparse.SparseRows`), never densified.
+    Z : tensor or SparseRows of shape (M, d)
         The centres (their dtype is the operator's; results come back on their device).
     client : distributed.Client
     memory_budget : int
@@ -170,7 +174,8 @@ class DaskKernelOperator:
         # Computed from the graph, not scattered: a worker lost mid-fit has its partitions recomputed.
         self._parts = client.compute(list(X.to_delayed().ravel()), optimize_graph=False)
         self._plan: tuple[frozenset, list] = (frozenset(), [])  # (workers, each partition's task's worker)
-        self._kernel_f, self._Z_f = self._share([kernel, Z.detach().cpu().numpy()])
+        # sparse centres travel as a scipy CSR matrix (sparse partitions: scipy sparse chunks)
+        self._kernel_f, self._Z_f = self._share([kernel, Z.to_scipy() if is_sparse(Z) else Z.detach().cpu().numpy()])
         self._row_cache: dict = {}  # dask name -> futures of its partitions (targets, weights)
         self._shift = self._shift_f = None
         self.comm_bytes = 0
