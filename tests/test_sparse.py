@@ -304,7 +304,7 @@ def test_estimators_on_sparse_rows_equal_dense(name, text_like):
         assert is_sparse(a.centers_)
 
 
-@pytest.mark.parametrize("name", ["SparseGPRegressor", "BudgetSVC", "ReducedSetSVC"])
+@pytest.mark.parametrize("name", ["SparseGPRegressor", "BudgetSVC", "ReducedSetSVC", "PolynomialFeatureMap"])
 def test_estimators_that_learn_dense_points_refuse_sparse_x(name, text_like):
     import mercer
 

@@ -23,7 +23,7 @@ from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
 from .._backend import as_output, resolve_device, resolve_dtype, to_tensor
-from .._sparse import is_sparse
+from .._sparse import is_sparse, is_sparse_input
 from .._validation import check_array_like, check_params
 from ..kernels import Constant, Kernel, Linear, Polynomial, Scaled, Sum
 from ..linalg import MemoryBudgetError, StreamedMethodsMixin, default_memory_budget, format_bytes
@@ -176,6 +176,12 @@ class PolynomialFeatureMap(TransformerMixin, StreamedMethodsMixin, BaseEstimator
     def fit(self, X, y=None):
         """Build the map for ``X.shape[1]`` features (streamed ``X``, see :mod:`mercer.sources`, is not read)."""
         check_params(self)
+        if is_sparse_input(X) or getattr(X, "sparse", False) is True:  # scipy / torch sparse, or a sparse source
+            raise TypeError(
+                f"{type(self).__name__} cannot fit sparse X: its C(d + degree, degree) features are dense "
+                f"(about d^{int(self.degree)} / {int(self.degree)}! of them for d input features). Use TensorSketch or "
+                "RandomMaclaurin (sketches of the same polynomial kernel that take sparse X), or "
+                "kernel='poly' in the kernel estimators, or pass X.toarray() when d is small.")
         source = fit_source(self, X)
         X = source if source is not None else check_array_like(self, X, reset=True)
         d = X.shape[1]
