@@ -358,3 +358,34 @@ def test_dask_engine_fits_nystroem_on_sparse_chunks(dask_client, data, solver, d
     tol = 1e-10 if dtype == "float64" else 1e-4
     np.testing.assert_allclose(pred, ref.predict(X), rtol=0, atol=tol * max(1.0, np.abs(y).max()))
     np.testing.assert_allclose(got.predict(X), ref.predict(X), rtol=0, atol=tol * max(1.0, np.abs(y).max()))
+
+
+def test_twenty_thousand_by_a_million_within_a_budget_far_below_dense(tmp_path):
+    """20,000 x 10^6 rows with 100 entries each (24 MiB as CSR, 149 GiB dense) streamed from a .npz
+    under a 64 MiB budget: the blocks are planned from the entries, the model is that of the CSR in
+    memory, and it learns the rows' topics (held-out R^2)."""
+    n, d, k, topics, vocab = 20_000, 1_000_000, 100, 20, 200
+    rng = np.random.default_rng(0)
+
+    def rows(m):
+        t = rng.integers(0, topics, m)
+        cols = np.concatenate([np.sort(rng.integers(0, vocab - 79, (m, 80)), axis=1) + np.arange(80) + (t * vocab)[:, None],
+                               np.sort(rng.integers(topics * vocab, d - 19, (m, 20)), axis=1) + np.arange(20)], axis=1)
+        vals = rng.uniform(0.5, 1.5, (m, k))
+        vals /= np.linalg.norm(vals, axis=1, keepdims=True)
+        X = sp.csr_matrix((vals.ravel(), cols.ravel(), np.arange(0, m * k + 1, k)), shape=(m, d))
+        return X, np.linspace(-2, 2, topics)[t] + 0.1 * rng.standard_normal(m)
+
+    X, y = rows(n)
+    Xt, yt = rows(2000)
+    assert X.has_canonical_format and n * d * 8 > 2000 * (64 << 20)
+    sp.save_npz(tmp_path / "X.npz", X, compressed=False)
+    kw = dict(n_centers=200, alpha=1.0, gamma=1.0, solver="cg", tol=1e-8, random_state=0, dtype="float64",
+              memory_budget=64 << 20)
+    src = sources.as_source(str(tmp_path / "X.npz"))
+    assert src.bytes_per_row == k * 16 + 8
+    got = NystroemKernelRidge(**kw).fit(src, y)
+    ref = NystroemKernelRidge(**kw).fit(X, y)
+    pred = got.predict(Xt)
+    np.testing.assert_allclose(pred, ref.predict(Xt), rtol=0, atol=1e-8)
+    assert 1 - ((pred - yt) ** 2).sum() / ((yt - yt.mean()) ** 2).sum() > 0.5
