@@ -277,6 +277,7 @@ def test_kernel_kmeans_approximate(kind, approximation, stored, data):
 
 
 MAPS = [approx.RandomFourierFeatures(n_components=16, gamma=0.2, random_state=0),
+        approx.RandomFourierFeatures(n_components=16, gamma="scale", random_state=0),
         approx.Nystroem(n_components=16, gamma=0.2, random_state=0, memory_budget=BUDGET),
         approx.LandmarkFeatures(n_components=16, gamma=0.2, random_state=0, memory_budget=BUDGET),
         approx.TensorSketch(n_components=16, gamma=0.2, random_state=0),
@@ -285,7 +286,8 @@ MAPS = [approx.RandomFourierFeatures(n_components=16, gamma=0.2, random_state=0)
 
 
 @pytest.mark.parametrize("kind", ["npz", pytest.param("parquet", marks=pytest.mark.slow)])
-@pytest.mark.parametrize("fmap", MAPS, ids=lambda m: type(m).__name__)
+@pytest.mark.parametrize("fmap", MAPS, ids=lambda m: type(m).__name__ + ("_scale" if getattr(m, "gamma", 0) == "scale"
+                                                                           else ""))
 def test_feature_maps(kind, fmap, stored, data):
     _check(kind, stored, data, fmap, method="transform", atol=1e-9)
 

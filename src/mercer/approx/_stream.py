@@ -46,15 +46,20 @@ def source_variance(source: RowSource, *, memory_budget: int | None = None) -> f
     squared deviation), in float64, in two passes over row blocks."""
     import torch
 
-    rows = plan_rows(source.n_samples, 3 * 8 * max(source.n_features, 1),
-                     budget=current_plan(memory_budget).share("streamed rows"), max_bytes=STATISTIC_BLOCK_BYTES,
-                     what="a block of streamed rows")
+    # a sparse source's blocks (sparse rows) hold their stored entries; the zeros add mean^2 each
+    per_row = 3 * (source.bytes_per_row if source.sparse else 8 * max(source.n_features, 1))
+    rows = plan_rows(source.n_samples, per_row, budget=current_plan(memory_budget).share("streamed rows"),
+                     max_bytes=STATISTIC_BLOCK_BYTES, what="a block of streamed rows")
     size = source.n_samples * source.n_features
     total = 0.0
     for _, Xb in tensor_blocks(source, rows, dtype=torch.float64, device="cpu", desc="X.var(): mean"):
-        total += float(Xb.sum())
+        total += float((Xb.compact().data if source.sparse else Xb).sum())
     mean = total / size
     sq = 0.0
     for _, Xb in tensor_blocks(source, rows, dtype=torch.float64, device="cpu", desc="X.var(): deviations"):
-        sq += float(((Xb - mean) ** 2).sum())
+        if source.sparse:
+            stored = Xb.compact().data
+            sq += float(((stored - mean) ** 2).sum()) + (Xb.shape[0] * Xb.shape[1] - stored.numel()) * mean ** 2
+        else:
+            sq += float(((Xb - mean) ** 2).sum())
     return sq / size
