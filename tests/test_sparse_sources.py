@@ -292,6 +292,11 @@ def test_feature_maps(kind, fmap, stored, data):
     _check(kind, stored, data, fmap, method="transform", atol=1e-9)
 
 
+def test_polynomial_feature_map_refuses_a_sparse_source(stored):
+    with pytest.raises(TypeError, match="PolynomialFeatureMap cannot fit sparse X.*TensorSketch"):
+        approx.PolynomialFeatureMap().fit(str(stored / "X.npz"))
+
+
 def test_non_streaming_fit_reads_the_csr_into_memory(stored, data):
     X, _, labels = data
     lab = labels == 1

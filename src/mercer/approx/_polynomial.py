@@ -176,13 +176,13 @@ class PolynomialFeatureMap(TransformerMixin, StreamedMethodsMixin, BaseEstimator
     def fit(self, X, y=None):
         """Build the map for ``X.shape[1]`` features (streamed ``X``, see :mod:`mercer.sources`, is not read)."""
         check_params(self)
-        if is_sparse_input(X) or getattr(X, "sparse", False) is True:  # scipy / torch sparse, or a sparse source
+        source = fit_source(self, X)
+        if is_sparse_input(X) or (source is not None and source.sparse):  # scipy / torch sparse, or a sparse source
             raise TypeError(
                 f"{type(self).__name__} cannot fit sparse X: its C(d + degree, degree) features are dense "
                 f"(about d^{int(self.degree)} / {int(self.degree)}! of them for d input features). Use TensorSketch or "
                 "RandomMaclaurin (sketches of the same polynomial kernel that take sparse X), or "
                 "kernel='poly' in the kernel estimators, or pass X.toarray() when d is small.")
-        source = fit_source(self, X)
         X = source if source is not None else check_array_like(self, X, reset=True)
         d = X.shape[1]
         self._map = _PolyMap(d, int(self.degree), float(self.gamma), float(self.coef0))
