@@ -12,6 +12,7 @@ import logging
 import math
 import warnings
 
+import numpy as np
 import torch
 from sklearn.exceptions import ConvergenceWarning
 
@@ -198,6 +199,27 @@ def lloyd(X: torch.Tensor, x_sq: torch.Tensor, centers: torch.Tensor, *, rows: i
 
 
 # -- the driver ------------------------------------------------------------------------------------
+def _on_numpy(X: torch.Tensor) -> bool:
+    """Dense float rows in CPU memory, which numpy's reductions read in place."""
+    return X.device.type == "cpu" and X.dtype in (torch.float32, torch.float64) and X.is_contiguous() \
+        and not X.requires_grad
+
+
+def _column_means(X: torch.Tensor) -> torch.Tensor:
+    """``X.mean(0)``; on the CPU numpy's (scikit-learn's), 0.3x torch's time on 327,346 x 9 (a reduction
+    across rows, which torch runs as a strided loop)."""
+    return torch.from_numpy(X.numpy().mean(0)) if _on_numpy(X) else X.mean(0)
+
+
+def _row_sq_norms(X: torch.Tensor) -> torch.Tensor:
+    """``|x|^2`` of every row; on the CPU numpy's ``einsum`` (0.4x ``vector_norm(X, dim=1).square()``'s
+    time on 327,346 x 9, and no square root to round)."""
+    if _on_numpy(X):
+        Xn = X.numpy()
+        return torch.from_numpy(np.einsum("ij,ij->i", Xn, Xn))
+    return row_sq_norms(X)
+
+
 def kmeans(X: torch.Tensor, n_clusters: int, *, memory_budget: int, init="k-means++", n_init: int = 1,
            max_iter: int = 300, tol: float = 1e-4, sample_weight: torch.Tensor | None = None,
            n_local_trials: int | None = None, generator: torch.Generator | None = None,
@@ -244,9 +266,9 @@ def kmeans(X: torch.Tensor, n_clusters: int, *, memory_budget: int, init="k-mean
         var = (x_sq.sum(dtype=torch.float64) - (X.col_sums().to(torch.float64) ** 2).sum() / n) / (n * d)
         tol_abs = float(var) * tol if tol else 0.0
     else:
-        mean = X.mean(0)
+        mean = _column_means(X)
         Xc = X.sub_(mean) if overwrite_x else X - mean
-        x_sq = row_sq_norms(Xc)
+        x_sq = _row_sq_norms(Xc)
         # mean per-feature variance: the mean squared norm of the centred rows over d (X.var(0) is slow)
         tol_abs = float(x_sq.sum(dtype=torch.float64)) / (n * d) * tol if tol else 0.0
     dp = plan_features(Xc)  # sparse rows: blocks from the non-zeros (the centres are dense: k d)
