@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import logging
+import re
+
 import numpy as np
 import pytest
 import torch
@@ -74,6 +77,23 @@ def test_fused_is_the_estimators_path_on_cpu(breast_cancer):
     ref = _sklearn(X, C0)
     np.testing.assert_array_equal(est.labels_, ref.labels_)
     assert est.inertia_ == pytest.approx(ref.inertia_, rel=1e-12) and est.n_iter_ == ref.n_iter_
+
+
+@pytest.mark.parametrize("gemm", [False, True])
+@pytest.mark.parametrize("above", [False, True])
+def test_default_bounds_on_both_paths(breast_cancer, caplog, gemm, above):
+    """By default Hamerly's bounds are used from LOOP_MIN_CLUSTERS_FOR_BOUNDS (compiled loop) or
+    GEMM_MIN_CLUSTERS_FOR_BOUNDS (GEMM blocks) clusters on: then fewer than the n k distances of
+    every iteration are computed, and the labels stay scikit-learn's."""
+    least = fused.GEMM_MIN_CLUSTERS_FOR_BOUNDS if gemm else fused.LOOP_MIN_CLUSTERS_FOR_BOUNDS
+    X, C0 = _problem(breast_cancer[0], least + 2 if above else least - 2)
+    with caplog.at_level(logging.DEBUG, logger="mercer.kmeans._fused"):
+        _, labels, inertia, n_iter = _lloyd(X, C0, gemm=gemm)
+    computed = float(re.search(r"([0-9.e+-]+) of the n k distances computed", caplog.text).group(1))
+    assert (computed < 0.9) if above else (computed >= 1.0)
+    ref = _sklearn(X, C0)
+    np.testing.assert_array_equal(labels, ref.labels_)
+    assert n_iter == ref.n_iter_ and inertia == pytest.approx(ref.inertia_, rel=1e-12)
 
 
 @pytest.mark.parametrize("gemm", [False, True])
