@@ -264,10 +264,12 @@ class ArraySource(RowSource):
 
 class _NpyMember:
     """One ``.npy`` member of a ``.npz`` (zip) file, read by element ranges without loading it: a
-    stored member is read directly at its offset; a compressed one is decompressed up to the range
-    (forward seeks are sequential reads: one pass over the file reads each member once)."""
+    stored member is read directly at its offset in the file (``os.pread``: neither mapped nor
+    checksummed); a compressed one is decompressed up to the range (forward seeks are sequential
+    reads: one pass over the file reads each member once)."""
 
     def __init__(self, path: str, name: str):
+        import struct
         import zipfile
 
         self.path, self.name = path, name
@@ -277,23 +279,43 @@ class _NpyMember:
                 np.lib.format.read_array_header_2_0
             shape, fortran, dtype = header(f)
             self.offset = f.tell()
-            self.compressed = zf.getinfo(name).compress_type != zipfile.ZIP_STORED
+            info = zf.getinfo(name)
+            self.compressed = info.compress_type != zipfile.ZIP_STORED
+            if not self.compressed:  # the member's data begin after its local header (30 bytes, name, extra)
+                zf.fp.seek(info.header_offset)
+                local = struct.unpack("<4s2B4HL2L2H", zf.fp.read(30))
+                self.offset += info.header_offset + 30 + local[10] + local[11]
         if len(shape) != 1 or dtype.hasobject:
             raise ValueError(f"SparseSource: member {name!r} of {path!r} is not a 1-D numeric array (shape {shape}, "
                              f"dtype {dtype}); expected a file written by scipy.sparse.save_npz.")
         self.dtype, self.size = dtype, int(shape[0])
 
     def open(self):
+        """``(container, reader)``: the raw file (twice) for a stored member, else the zip file and the member."""
         import zipfile
 
+        if not self.compressed:
+            f = open(self.path, "rb")
+            return f, f
         zf = zipfile.ZipFile(self.path)
         return zf, zf.open(self.name)
 
     def read(self, f, lo: int, hi: int) -> np.ndarray:
         """Elements ``lo:hi`` read from the open member ``f`` (see :meth:`open`)."""
         item = self.dtype.itemsize
-        f.seek(self.offset + lo * item)
-        buf = f.read((hi - lo) * item)
+        if not self.compressed:
+            want, at, got = (hi - lo) * item, self.offset + lo * item, 0
+            buf = bytearray(want)
+            view = memoryview(buf)
+            while got < want:  # one read returns at most ~2 GiB on Linux
+                done = os.preadv(f.fileno(), [view[got:]], at + got)
+                if not done:
+                    buf = buf[:got]
+                    break
+                got += done
+        else:
+            f.seek(self.offset + lo * item)
+            buf = f.read((hi - lo) * item)
         if len(buf) != (hi - lo) * item:
             raise ValueError(f"SparseSource: {self.path!r} ended inside member {self.name!r}; the file is truncated.")
         return np.frombuffer(buf, dtype=self.dtype)
