@@ -221,3 +221,27 @@ def test_auto_rule(monkeypatch):
         assert _dual.use_batched(n, inloop)
     monkeypatch.setattr(_dual, "SOLVER", "smo")
     assert not _dual.use_batched(10**9, False)
+
+
+def test_observer_and_ctrl_c_between_outer_iterations(batched, cancer):
+    """Every outer iteration reports ("SMO", pair steps, limit) to an observe_blocks observer; an
+    exception it raises (a Ctrl-C) stops the fit there, the estimator left unfitted."""
+    from sklearn.exceptions import NotFittedError
+
+    from mercer.linalg import observe_blocks
+
+    X, y = cancer
+    seen = []
+
+    def observer(desc, done, total):
+        if desc == "SMO":
+            seen.append(done)
+            if len(seen) == 2:
+                raise KeyboardInterrupt
+
+    est = KernelSVC(C=10.0, memory_budget=2**16)  # working sets of a few variables: many outer iterations
+    with observe_blocks(observer), pytest.raises(KeyboardInterrupt):
+        est.fit(X, y)
+    assert len(seen) == 2 and 0 < seen[0] < seen[1]
+    with pytest.raises(NotFittedError):
+        est.predict(X)

@@ -272,11 +272,12 @@ def _update(F, cache, slots, coef):
 def solve_batched(rows: Callable[[np.ndarray], np.ndarray], diag: np.ndarray, y: np.ndarray, Cb: np.ndarray, *,
                   q: int, cache_rows: int, cache_dtype=np.float32, tol: float = 1e-3, max_iter: int = -1,
                   p: np.ndarray | None = None, alpha0: np.ndarray | None = None, rmap: np.ndarray | None = None,
-                  nu: bool = False, warm_batch: int = 64) -> SMOResult:
+                  nu: bool = False, warm_batch: int = 64, rows_per_call: int | None = None) -> SMOResult:
     """Solve LIBSVM's general dual (arguments as :func:`~mercer.models.svm._smo.solve_smo`) with
     working sets of ``q`` variables (even, >= 2) and an LRU cache of ``cache_rows`` kernel rows
     (at least ``2 q``: the working set's rows and the next half's). ``max_iter`` counts inner pair
-    steps, as SMO's iterations; ``-1``: LIBSVM's limit ``max(10^7, 100 l)``."""
+    steps, as SMO's iterations; ``-1``: LIBSVM's limit ``max(10^7, 100 l)``. ``rows_per_call``: most
+    kernel rows per call of ``rows`` (the memory of one product; a Ctrl-C is heard between calls)."""
     n = np.asarray(diag).shape[0]
     rm = np.arange(len(y), dtype=np.int64) if rmap is None else np.ascontiguousarray(rmap, dtype=np.int64)
     qd = np.asarray(diag, dtype=np.float64)[rm]
@@ -312,8 +313,10 @@ def solve_batched(rows: Callable[[np.ndarray], np.ndarray], diag: np.ndarray, y:
         d.st[_S_CLOCK] += 1  # the set's cached rows become the most recent: the new rows evict others
         c.last_used[c.slot_of[hit]] = d.st[_S_CLOCK]
         miss = samples[c.slot_of[samples] < 0]
-        if miss.size:
-            c.store(miss, np.asarray(rows(miss)), -1, d.st)
+        step = miss.size if rows_per_call is None else max(1, int(rows_per_call))
+        for s0 in range(0, miss.size, step):  # one product for the new rows, unless their memory is too much
+            part = miss[s0:s0 + step]
+            c.store(part, np.asarray(rows(part)), -1, d.st)
         slots = c.slot_of[rm[W]]
         Kw = c.cache[np.ix_(slots, W)].astype(np.float64)
         a_old = d.alpha[W].copy()

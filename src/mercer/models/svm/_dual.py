@@ -158,9 +158,13 @@ def solve_on(est, Xt: torch.Tensor, idx: np.ndarray, y: np.ndarray, Cb: np.ndarr
     rmap = np.concatenate([np.arange(n), np.arange(n)]) if pairs else None
     features = rows.features()
     if use_batched(n, features is not None):
-        res = solve_batched(rows, rows.diag(), y, Cb, q=working_set_size(width, cache_rows), cache_rows=cache_rows,
-                            cache_dtype=np.float32, tol=solver_tol(est), max_iter=int(est.max_iter), p=p,
-                            alpha0=alpha0, rmap=rmap, nu=nu)
+        q = working_set_size(width, cache_rows)
+        # the new rows of a working set in one product, within the batch memory of the SMO's prefetch
+        per_call = plan_rows(q, n * (Xt.element_size() + CACHE_ITEMSIZE), budget=est._budget, min_rows=1,
+                             max_bytes=SVM_BATCH_BYTES, what="a block of kernel rows")
+        res = solve_batched(rows, rows.diag(), y, Cb, q=q, cache_rows=cache_rows, cache_dtype=np.float32,
+                            tol=solver_tol(est), max_iter=int(est.max_iter), p=p, alpha0=alpha0, rmap=rmap, nu=nu,
+                            rows_per_call=per_call)
         res.index = idx
         return res
     batch = plan_rows(MAX_BATCH, width * CACHE_ITEMSIZE, budget=est._budget, min_rows=MIN_BATCH,
