@@ -12,8 +12,9 @@ from sklearn.cluster import KMeans as SkKMeans
 from threadpoolctl import threadpool_limits
 
 import mercer.kmeans._fused as fused
-from mercer._backend import num_threads, row_sq_norms
+from mercer._backend import num_threads
 from mercer.kmeans import lloyd
+from mercer.kmeans._lloyd import _column_means, _row_sq_norms
 from mercer.models.cluster import KMeans
 
 
@@ -27,9 +28,9 @@ def _lloyd(X, C0, w=None, *, fused_pass=True, rows=4096, max_iter=300, rel_tol=1
     """mercer's Lloyd on centred data, as the estimator runs it (centres moved back): the compiled
     passes (``kw``: ``bounds``, ``gemm``, ``threads`` of :func:`lloyd_fused`) or the torch ones."""
     Xt = torch.tensor(X)
-    mean = Xt.mean(0)
+    mean = _column_means(Xt)  # (the estimator's centring: its numbers, bit for bit)
     Xc = Xt - mean
-    x_sq = row_sq_norms(Xc)
+    x_sq = _row_sq_norms(Xc)
     tol = rel_tol * float(x_sq.sum(dtype=torch.float64)) / Xc.numel()
     wt = None if w is None else torch.tensor(w, dtype=Xt.dtype)
     C0 = torch.tensor(C0) - mean
