@@ -89,6 +89,11 @@ _CHECK_WORK = 64
 _SERIAL_MAX_WORK = 2 * _CHUNK_WORK
 _SERIAL_ITERS = 64
 
+#: A pass of the compiled loop on several threads is cut into this many groups of chunks per thread,
+#: each one compiled call, claimed in turn (a thread held up by another process delays a pass by
+#: one group at most); on one thread the whole pass is one call.
+_GROUPS_PER_THREAD = 4
+
 #: At most this many chunks (a chunk keeps its own (k, d) float64 buffer of changes to the sums)
 #: and at most this many bytes of those buffers.
 _MAX_CHUNKS = 64
@@ -382,6 +387,41 @@ def _means(sums, weights, members, C, C_new, move):
     return total
 
 
+@_jit.mark
+def _chunks_pass(X, x_sq, w, C, Ct2, c_sq, half_sep, move, margin_sq, tie_c, margin, labels, u, l, todo, first, bounds,
+                 XT, acc, m1, m2, i1, dsums, dweights, dmembers, dirty, starts, c0, c1, listed, changed):
+    """The assignment pass (:func:`_check`, then :func:`_settle`) over the chunks ``c0:c1`` (``starts``:
+    their first rows, then ``n``), each writing its changes to the sums into its own buffers (reset
+    first where ``dirty``); ``listed[c]`` and ``changed[c]``: the rows chunk ``c`` listed and the
+    labels it changed. One call for many chunks: a pass over a thread's share costs one call from
+    Python, not one per chunk."""
+    for c in range(c0, c1):
+        lo = starts[c]
+        hi = starts[c + 1]
+        if dirty[c]:
+            dsums[c].fill(0.0)
+            dweights[c].fill(0.0)
+            dmembers[c].fill(0)
+        t = todo[lo:hi]
+        m = _check(X, C, move, half_sep, margin, labels, u, l, lo, hi, first, bounds, t)
+        ch = _settle(X, x_sq, w, C, Ct2, c_sq, margin_sq, tie_c, t, m, labels, u, l, bounds, XT, acc, m1, m2, i1,
+                     dsums[c], dweights[c], dmembers[c])
+        dirty[c] = ch > 0
+        listed[c] = m
+        changed[c] = ch
+
+
+@_jit.mark
+def _add_changes(dirty, dsums, dweights, dmembers, sums, weights, members):
+    """The chunks' changes added to the clusters' sums, weights and member counts, in chunk order (so
+    the numbers do not depend on which thread ran which chunk)."""
+    for c in range(dirty.shape[0]):
+        if dirty[c]:
+            sums += dsums[c]
+            weights += dweights[c]
+            members += dmembers[c]
+
+
 #: How :func:`_serial_passes` stopped: converged on unchanged labels, on ``tol``, at ``max_iter``;
 #: with an empty cluster after a pass (the caller re-seeds it); before a pass of more work than
 #: :data:`_SERIAL_MAX_WORK`, or after :data:`_SERIAL_ITERS` iterations (the caller goes on).
@@ -404,6 +444,8 @@ def _serial_passes(X, x_sq, w, C, C_new, Ct2, c_sq, half_sep, move, margin_sq, d
     n = X.shape[0]
     k = C.shape[0]
     nc = starts.shape[0] - 1
+    chunk_listed = np.zeros(nc, dtype=np.int64)
+    chunk_changed = np.zeros(nc, dtype=np.int64)
     changed = 0
     listed = 0
     total = 0
@@ -415,28 +457,13 @@ def _serial_passes(X, x_sq, w, C, C_new, Ct2, c_sq, half_sep, move, margin_sq, d
         _geometry(C, Ct2, c_sq, half_sep)
         tie_c = margin_sq * c_sq.max()
         margin = math.sqrt(margin_sq * data_sq + tie_c)
-        changed = 0
-        listed = 0
-        for c in range(nc):
-            lo = starts[c]
-            hi = starts[c + 1]
-            if dirty[c]:
-                dsums[c].fill(0.0)
-                dweights[c].fill(0.0)
-                dmembers[c].fill(0)
-            t = todo[lo:hi]
-            m = _check(X, C, move, half_sep, margin, labels, u, l, lo, hi, first, bounds, t)
-            ch = _settle(X, x_sq, w, C, Ct2, c_sq, margin_sq, tie_c, t, m, labels, u, l, bounds, XT, acc, m1, m2, i1,
-                         dsums[c], dweights[c], dmembers[c])
-            dirty[c] = ch > 0
-            changed += ch
-            listed += m
+        _chunks_pass(X, x_sq, w, C, Ct2, c_sq, half_sep, move, margin_sq, tie_c, margin, labels, u, l, todo, first,
+                     bounds, XT, acc, m1, m2, i1, dsums, dweights, dmembers, dirty, starts, 0, nc, chunk_listed,
+                     chunk_changed)
+        changed = chunk_changed.sum()
+        listed = chunk_listed.sum()
         total += listed
-        for c in range(nc):
-            if dirty[c]:
-                sums += dsums[c]
-                weights += dweights[c]
-                members += dmembers[c]
+        _add_changes(dirty, dsums, dweights, dmembers, sums, weights, members)
         for j in range(k):
             if members[j] == 0:
                 return it, _EMPTY, changed, listed, shift, total
@@ -498,7 +525,10 @@ class _State:
         self.data_sq = float(x_sq.max()) if n else 0.0
         self.computed = 0  # points whose k distances were computed
         self.listed = n  # points listed by the last pass (their k distances computed)
-        self.starts = self.C_next = None  # chunk boundaries and the next centres of serial_passes
+        self.starts = np.array([lo for lo, _ in self.chunks] + [n], dtype=np.int64)  # chunk boundaries
+        self.chunk_listed = np.zeros(nc, dtype=np.int64)  # rows each chunk listed, labels it changed (last pass)
+        self.chunk_changed = np.zeros(nc, dtype=np.int64)
+        self.C_next = None  # the next centres of serial_passes
 
     def pass_work(self, every: bool) -> int:
         """Operations of the next pass, as :func:`chunk_rows` counts them: the distances of every row
@@ -546,6 +576,27 @@ class _State:
         check, settle = _jit("_check"), _jit("_settle")
         every = first or not bounds  # every row is recomputed: GEMM blocks are slices of X
 
+        threads = self.pass_threads(every)
+        if self.gemm_rows is None:  # the compiled loop: one call per group of chunks
+            nc = len(self.chunks)
+            groups = 1 if threads <= 1 else min(nc, _GROUPS_PER_THREAD * threads)
+            cuts = [nc * g // groups for g in range(groups + 1)]
+            args = (self.X, self.x_sq, self.w, self.C, self.Ct2, self.c_sq, self.half_sep, self.move, self.margin_sq,
+                    tie_c, margin, self.labels, self.u, self.l, self.todo, first, bounds)
+            chunks_pass = _jit("_chunks_pass")
+
+            def group(g, t):
+                chunks_pass(*args, self.XT[t], self.acc[t], self.m1[t], self.m2[t], self.i1[t], self.dsums, self.dweights,
+                            self.dmembers, self.dirty, self.starts, cuts[g], cuts[g + 1], self.chunk_listed,
+                            self.chunk_changed)
+
+            self._drain(group, list(range(groups)), threads)
+            self.listed = int(self.chunk_listed.sum())
+            self.computed += self.listed
+            _jit("_add_changes")(self.dirty, self.dsums, self.dweights, self.dmembers, self.sums, self.weights,
+                                 self.members)
+            return int(self.chunk_changed.sum())
+
         def job(c, t):
             lo, hi = self.chunks[c]
             if self.dirty[c]:
@@ -568,7 +619,7 @@ class _State:
             self.dirty[c] = changed > 0
             return m, changed
 
-        out = self._drain(job, list(range(len(self.chunks))), self.pass_threads(every))
+        out = self._drain(job, list(range(len(self.chunks))), threads)
         self.listed = sum(m for m, _ in out)
         self.computed += self.listed
         for c in np.flatnonzero(self.dirty):  # in chunk order: the same sums for every thread count
@@ -582,8 +633,7 @@ class _State:
         (:func:`_serial_passes`, the compiled loop only) while their passes stay small
         (:data:`_SERIAL_MAX_WORK`); returns ``(it, status, changed, shift)``."""
         assert self.gemm_rows is None
-        if self.starts is None:
-            self.starts = np.array([lo for lo, _ in self.chunks] + [self.X.shape[0]], dtype=np.int64)
+        if self.C_next is None:
             self.C_next = np.empty_like(self.C)
         it, status, changed, self.listed, shift, total = _jit("_serial_passes")(
             self.X, self.x_sq, self.w, self.C, self.C_next, self.Ct2, self.c_sq, self.half_sep, self.move,
