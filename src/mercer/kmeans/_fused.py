@@ -1,6 +1,7 @@
 """Lloyd's iterations on the CPU, one compiled pass per iteration (numba), no ``n x k`` block.
 
-An iteration, for each chunk of rows (:func:`chunk_rows`; threads claim chunks in turn,
+An iteration, for each chunk of rows (:func:`chunk_rows`; threads claim chunks in turn -- in the
+compiled loop, groups of consecutive chunks, one compiled call each (:func:`_chunks_pass`) --
 :func:`fused_threads`):
 
 1. move the Hamerly bounds by the centres' last shifts and list the points whose label they do
