@@ -100,20 +100,25 @@ class _Rows:
             return to_numpy(torch.diagonal(self.X)).astype(np.float64)
         return to_numpy(KernelOperator(self.kernel, self.X, memory_budget=self.budget).diag()).astype(np.float64)
 
-    def __call__(self, idx: np.ndarray) -> np.ndarray:
-        block = self._block(idx)
+    def __call__(self, idx: np.ndarray, out: torch.Tensor | None = None) -> np.ndarray:
+        """Rows ``idx``; ``out``: a ``(len(idx), n)`` tensor the RBF rows of dense data are computed in
+        (reused from call to call: a fresh block of that size is page-faulted in on every call)."""
+        block = self._block(idx, out)
         if not np.isfinite(block).all():  # O(rows * n) next to the O(rows * n * d) block
             raise ValueError(f"{self.owner}: the kernel matrix has non-finite values (NaN or inf) on the training "
                              "data; the dual coefficients or intercepts would not be finite. The input data may "
                              "contain large values and need to be preprocessed.")
         return block
 
-    def _block(self, idx: np.ndarray) -> np.ndarray:
+    def _block(self, idx: np.ndarray, out: torch.Tensor | None = None) -> np.ndarray:
         it = torch.as_tensor(idx, device=self.X.device)
         if self.pre:
             return to_numpy(self.X[it])
         if self.rbf and not is_sparse(self.X):  # sparse rows: the kernel's own sparse product
-            D = torch.addmm(self.nrm[None, :], self.X[it], self.X.T, alpha=2.0 * self.g)
+            if out is not None:
+                D = torch.addmm(self.nrm[None, :], self.X[it], self.X.T, alpha=2.0 * self.g, out=out)
+            else:
+                D = torch.addmm(self.nrm[None, :], self.X[it], self.X.T, alpha=2.0 * self.g)
             return to_numpy(D.add_(self.nrm[it][:, None]).clamp_max_(0.0).exp_())
         return to_numpy(self.kernel(self.X[it], self.X))
 
@@ -162,7 +167,13 @@ def solve_on(est, Xt: torch.Tensor, idx: np.ndarray, y: np.ndarray, Cb: np.ndarr
         # the new rows of a working set in one product, within the batch memory of the SMO's prefetch
         per_call = plan_rows(q, n * (Xt.element_size() + CACHE_ITEMSIZE), budget=est._budget, min_rows=1,
                              max_bytes=SVM_BATCH_BYTES, what="a block of kernel rows")
-        res = solve_batched(rows, rows.diag(), y, Cb, q=q, cache_rows=cache_rows, cache_dtype=np.float32,
+        dense_rbf = rows.rbf and not rows.pre and not is_sparse(rows.X)
+        buf = torch.empty((min(per_call, n), n), dtype=Xt.dtype, device=Xt.device) if dense_rbf else None
+
+        def block(i):
+            return rows(i, None if buf is None else buf[:len(i)])
+
+        res = solve_batched(block, rows.diag(), y, Cb, q=q, cache_rows=cache_rows, cache_dtype=np.float32,
                             tol=solver_tol(est), max_iter=int(est.max_iter), p=p, alpha0=alpha0, rmap=rmap, nu=nu,
                             rows_per_call=per_call)
         res.index = idx
