@@ -2,7 +2,7 @@
 non-zeros per row) streamed from disk, within 8 GiB of peak RSS.
 
     python benchmarks/probes/probe_sparse_million.py [--n 1000000] [--d 1000000] [--per-row 100]
-        [--centers 600] [--data /tmp/sparse_million] [--budget-gib 5.5] [--fit-only]
+        [--centers 600] [--data DIR] [--budget-gib 5.5] [--fit-only]
 
 The data: ``--topics`` topics, each with its own vocabulary of ``--vocab`` columns (the first
 ``topics x vocab`` columns); a row belongs to one topic and holds ``--per-row`` distinct columns,
@@ -11,7 +11,7 @@ The data: ``--topics`` topics, each with its own vocabulary of ``--vocab`` colum
 topic) plus a sparse linear term ``x . w`` (``w`` normal on the topic columns, zero elsewhere) plus
 noise of standard deviation 0.1: a model learns it only from the rows' columns.
 
-The training matrix is written to ``DATA/train.npz`` in the format of ``scipy.sparse.save_npz``
+The training matrix is written to ``DIR/train.npz`` in the format of ``scipy.sparse.save_npz``
 (uncompressed, CSR: float64 values, int32 column indices; ``scipy.sparse.load_npz`` reads it) by
 chunks of ``--chunk`` rows -- no dense array, and not the whole matrix, is ever held: each chunk is
 generated from its own seed, once for the ``indices`` member and once for ``data`` (a zip file is
@@ -28,6 +28,7 @@ import os
 import resource
 import subprocess
 import sys
+import tempfile
 import time
 import zipfile
 
@@ -155,8 +156,9 @@ def main() -> None:
     p.add_argument("--budget-gib", type=float, default=5.5)
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--data", default="/tmp/sparse_million")
-    p.add_argument("--fit-only", action="store_true", help="reuse DATA/train.npz")
+    p.add_argument("--data", default=os.path.join(tempfile.gettempdir(), "sparse_million"),
+                   help="folder of the data (default: sparse_million in the system's temporary folder)")
+    p.add_argument("--fit-only", action="store_true", help="reuse DIR/train.npz")
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args()
     if args.child:
