@@ -186,6 +186,20 @@ def test_text_with_tuning_and_tune_command(tmp_path, capsys):
     assert "saved:" in out
     model = load(tmp_path / "tuned.mercer")
     assert sp.issparse(model.named_steps["prep"].transform(_texts(df).drop(columns="category")))
+    out, _ = _run(["tune", "--data", tmp_path / "t.csv", "--target", "category", "--text", "text", "--model",
+                   "svc", "--search", "halving", "--cv", "3"], capsys)
+    assert "successive halving over 24 candidates" in out
+
+
+def test_halving_grid_centred_on_scikit_learns_scale_for_sparse_rows():
+    from types import SimpleNamespace
+
+    from mercer.cli._tune import _grid
+
+    kernels = _grid(SimpleNamespace(model="svc"), None, 5000, center=0.8)["model__kernel"]
+    np.testing.assert_allclose([k.gamma for k in kernels], [0.024, 0.08, 0.24, 0.8, 2.4, 8.0])
+    kernels = _grid(SimpleNamespace(model="svc"), None, 5000)["model__kernel"]  # default: around 1 / d
+    assert kernels[3].gamma == pytest.approx(1 / 5000)
 
 
 def test_text_option_forms_and_errors(tmp_path, capsys):

@@ -8,7 +8,9 @@
   statistics, one scale and one per feature, scored against the given values on a validation split);
 * with ``--search halving``: successive halving (scikit-learn's ``HalvingGridSearchCV``) over
   ``gamma`` and ``alpha`` (ridge models) or ``C`` (svc), the grid centred on ``1 / n_features`` of the
-  preprocessed data.
+  preprocessed data, or on scikit-learn's ``gamma='scale'``, ``1 / (n_features var)``, when the
+  variance of its entries is not within 2x of 1 (sparse rows such as TF-IDF: entries far smaller
+  than standardised columns').
 
 Progress (each fit of the search, with the best score so far) goes to stderr; the result is the
 same pipeline as ``mercer fit`` would save, refit on every row. Options:
@@ -50,10 +52,12 @@ class _Tracker:
         return score
 
 
-def _grid(args, model, n_features: int) -> dict:
-    """Successive-halving grid: gamma around 1 / n_features, and alpha or C over six decades."""
+def _grid(args, model, n_features: int, center: float | None = None) -> dict:
+    """Successive-halving grid: gamma around ``center`` (default 1 / n_features), and alpha or C over
+    six decades."""
     step = "model__regressor__" if args.model in REGRESSORS else "model__"
-    grid = {f"{step}kernel": [RBF(gamma=g / max(n_features, 1)) for g in (0.03, 0.1, 0.3, 1.0, 3.0, 10.0)]}
+    center = 1.0 / max(n_features, 1) if center is None else center
+    grid = {f"{step}kernel": [RBF(gamma=g * center) for g in (0.03, 0.1, 0.3, 1.0, 3.0, 10.0)]}
     if args.model == "svc":
         grid[f"{step}C"] = [0.1, 1.0, 10.0, 100.0]
     elif args.model != "kpca":
@@ -66,10 +70,14 @@ def _halving(prep, args, progress: bool):
     from sklearn.metrics import get_scorer
     from sklearn.model_selection import HalvingGridSearchCV
 
-    width = clone(prep.model.named_steps["prep"]).fit(prep.X).transform(prep.X[:1]).shape[1]
+    from ._autotune import _as_rows, _scaled_rbf
+
+    Z = _as_rows(clone(prep.model.named_steps["prep"]).fit_transform(prep.X))  # CSR stays CSR
+    scaled = _scaled_rbf(RBF(), Z)  # sparse rows: gamma around scikit-learn's 'scale', not 1 / d (see _autotune)
     scorer = get_scorer("accuracy" if args.model in CLASSIFIERS else "r2")
     tracker = _Tracker(scorer, sys.stderr, progress and sys.stderr.isatty())
-    search = HalvingGridSearchCV(prep.model, _grid(args, prep.model, width), cv=args.cv, scoring=tracker,
+    grid = _grid(args, prep.model, Z.shape[1], None if scaled is None else scaled.gamma)
+    search = HalvingGridSearchCV(prep.model, grid, cv=args.cv, scoring=tracker,
                                  factor=3, random_state=args.seed, refit=True, error_score="raise")
     search.fit(prep.X, prep.y)
     if tracker.enabled:
