@@ -1,14 +1,15 @@
 """Issue 25's demonstration: ARD length scales learned at 1,000,000 rows streamed from Parquet.
 
     python benchmarks/probes/probe_ard_million.py [--n 1000000] [--centers 100] [--max-iter 30]
-        [--data /tmp/ard_million] [--fit-only]
+        [--data DIR] [--fit-only]
 
 The data: ``X ~ N(0, I_28)`` (float32 columns ``x0 .. x27``), of which the first 8 matter,
 
     y = sum_{j < 8} a_j sin(b_j x_j) + 0.3 x_0 x_1 + 0.1 noise,
 
 with amplitudes ``a_j`` and frequencies ``b_j`` drawn once (``a`` in [0.5, 1.5], ``b`` in [0.5, 1.5]);
-the other 20 columns are independent noise. The rows are written to ``DATA/train.parquet`` (row
+the other 20 columns are independent noise. The rows are written to ``DIR/train.parquet`` (``DIR``:
+``ard_million`` in the system's temporary folder by default; row
 groups of 131,072 rows, generated and written one at a time: the full matrix is never held) and
 read back through :func:`mercer.sources.read_parquet` by a fresh process, which fits
 :class:`mercer.NystroemKernelRidgeCV` with ``RBF(gamma=[1 / (2 d)] * d)`` (one length scale per
@@ -29,6 +30,7 @@ import os
 import resource
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -103,7 +105,7 @@ def main(argv=None) -> int:
     p.add_argument("--centers", type=int, default=100)
     p.add_argument("--max-iter", type=int, default=30)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--data", default="/tmp/ard_million")
+    p.add_argument("--data", default=str(Path(tempfile.gettempdir()) / "ard_million"))
     p.add_argument("--fit-only", action="store_true", help="reuse DATA/train.parquet")
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
