@@ -245,6 +245,24 @@ def test_streaming_estimators_with_the_cluster_in_force(in_force, make):
         np.testing.assert_array_equal(est.labels_, ref.labels_)
 
 
+def test_learned_ard_kernel_on_the_cluster_equals_in_memory(in_force):
+    """NystroemKernelRidgeCV (ARD RBF, alpha and the centres learned) on a Dask array with the cluster's
+    client in force: the learning's two blocked passes read the partitions the workers compute, block
+    by block, and learn the hyperparameters and centres of the in-memory fit; the final
+    NystroemKernelRidge runs on the workers and predicts as the in-memory one."""
+    X, y = _data(800, d=4)
+    params = dict(kernel=mercer.kernels.RBF(gamma=[0.2] * 4), n_centers=30, learn_centers=True, max_iter=8,
+                  dtype="float64", tol=1e-10, random_state=0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # max_iter=8 stops before convergence, in both fits alike
+        ref = mercer.NystroemKernelRidgeCV(**params).fit(X, y)
+        est = mercer.NystroemKernelRidgeCV(**params).fit(da.from_array(X, chunks=(190, -1)), da.from_array(y, chunks=190))
+    np.testing.assert_allclose(est.theta_, ref.theta_, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(est.centers_.numpy(), ref.centers_.numpy(), rtol=1e-10, atol=1e-12)
+    assert not np.allclose(est.theta_, np.log(0.2))  # something was learned
+    np.testing.assert_allclose(est.predict(X), ref.predict(X), rtol=0, atol=1e-6)
+
+
 @pytest.mark.slow
 def test_worker_killed_mid_fit_gives_the_undisturbed_fit(in_force, monkeypatch):
     """A worker process killed (SIGKILL) after 3 CG iterations: its partitions are recomputed from
