@@ -165,6 +165,34 @@ def test_tiny_memory_budget(batched, cancer):
     _same_machine(ours, svm.SVC(C=10.0).fit(X, y), X, values="decision_function")
 
 
+@pytest.mark.parametrize("make", [lambda: (NuSVC(nu=0.3, memory_budget=2**16), svm.NuSVC(nu=0.3)),
+                                  lambda: (OneClassSVM(nu=0.3, memory_budget=2**16), svm.OneClassSVM(nu=0.3))],
+                         ids=["NuSVC", "OneClassSVM"])
+def test_tiny_memory_budget_nu(batched, cancer, make):
+    """The nu duals' feasible start (its kernel rows a few at a time) at the tiny budget too."""
+    X, y = cancer
+    ours, ref = make()
+    if isinstance(ref, svm.OneClassSVM):
+        ours.fit(X), ref.fit(X)
+    else:
+        ours.fit(X, y), ref.fit(X, y)
+    assert batched[0] <= 16
+    _same_machine(ours, ref, X, values="decision_function")
+
+
+@pytest.mark.parametrize("make", [lambda: (KernelSVC(C=3.0), svm.SVC(C=3.0)), lambda: (NuSVC(nu=0.3), svm.NuSVC(nu=0.3))],
+                         ids=["SVC", "NuSVC"])
+def test_working_sets_of_one_pair(batched, cancer, monkeypatch, make):
+    """q = 2: the kept variable and the new one may hold no violating pair (nu: two sign classes);
+    the solver then selects afresh and still reaches LIBSVM's solution."""
+    monkeypatch.setattr(_batched, "Q_MAX", 2)
+    X, y = cancer
+    ours, ref = make()
+    ours.fit(X, y), ref.fit(X, y)
+    assert batched == [2]
+    _same_machine(ours, ref, X, values="decision_function")
+
+
 def test_sparse_input(batched):
     X, y = load_digits(return_X_y=True)
     X, y = sp.csr_matrix(X[:600] / 16.0), (y[:600] > 4).astype(int)

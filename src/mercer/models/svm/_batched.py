@@ -216,6 +216,12 @@ def _interleave(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return merged
 
 
+def _first_each(v: np.ndarray) -> np.ndarray:
+    """``v`` without repeats, each at its first place."""
+    _, first = np.unique(v, return_index=True)
+    return v[np.sort(first)]
+
+
 def _top(score: np.ndarray, k: int) -> np.ndarray:
     """The (at most ``k``) variables of largest finite ``score``, largest first."""
     m = min(k, score.shape[0])
@@ -233,14 +239,18 @@ def _select(F, side, y, exclude: np.ndarray, k: int, nu: bool) -> np.ndarray:
     low = np.where(side & _LOW, -F, -np.inf)
     up[exclude] = -np.inf
     low[exclude] = -np.inf
-    if nu:
-        neg = y < 0
-        merged = _interleave(_interleave(_top(np.where(neg, -np.inf, up), k), _top(np.where(neg, -np.inf, low), k)),
-                             _interleave(_top(np.where(neg, up, -np.inf), k), _top(np.where(neg, low, -np.inf), k)))
+    if nu:  # pairs of one class at a time, the more violating class first (a set of 2 must hold a pair)
+        lists, gaps = [], []
+        for cls in (y > 0, y < 0):
+            u, lo = np.where(cls, up, -np.inf), np.where(cls, low, -np.inf)
+            lists.append(_first_each(_interleave(_top(u, k), _top(lo, k))))
+            gaps.append(u.max(initial=-np.inf) + lo.max(initial=-np.inf))
+        a, b = lists if gaps[0] >= gaps[1] else lists[::-1]
+        merged = np.concatenate([np.concatenate([a[i:i + 2], b[i:i + 2]]) for i in range(0, max(a.size, b.size), 2)]
+                                or [np.empty(0, dtype=np.int64)])
     else:
         merged = _interleave(_top(up, k), _top(low, k))
-    _, first = np.unique(merged, return_index=True)
-    return merged[np.sort(first)][:k]
+    return _first_each(merged)[:k]
 
 
 def _compiled(name: str):
@@ -322,8 +332,11 @@ def solve_batched(rows: Callable[[np.ndarray], np.ndarray], diag: np.ndarray, y:
         a_old = d.alpha[W].copy()
         aw, Fw = a_old.copy(), d.F[W].copy()
         inner(Kw, d.y[W], d.Cb[W], aw, Fw, d.QD[W], tol, min(INNER_STEPS * q, limit - steps), nu, out)
-        if out[1] == 0:  # no pair of the set can move (round-off at the stopping threshold): as good as it gets
-            converged = False
+        if out[1] == 0:
+            if keep.size:  # the kept half and the new violators hold no violating pair: select afresh
+                W = W[:0]
+                continue
+            converged = False  # not even the maximal violators can move (round-off at tol): as good as it gets
             break
         steps += int(out[1])
         nonpsd += int(out[2])

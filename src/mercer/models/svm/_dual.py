@@ -172,11 +172,11 @@ def solve_on(est, Xt: torch.Tensor, idx: np.ndarray, y: np.ndarray, Cb: np.ndarr
         buf = torch.empty((min(per_call, n), n), dtype=Xt.dtype, device=Xt.device) if dense_rbf else None
 
         def block(i):
-            return rows(i, None if buf is None else buf[:len(i)])
+            return rows(i, None if buf is None or len(i) > buf.shape[0] else buf[:len(i)])
 
         res = solve_batched(block, rows.diag(), y, Cb, q=q, cache_rows=cache_rows, cache_dtype=np.float32,
                             tol=solver_tol(est), max_iter=int(est.max_iter), p=p, alpha0=alpha0, rmap=rmap, nu=nu,
-                            rows_per_call=per_call)
+                            rows_per_call=per_call, warm_batch=per_call)
         res.index = idx
         return res
     batch = plan_rows(MAX_BATCH, width * CACHE_ITEMSIZE, budget=est._budget, min_rows=MIN_BATCH,
