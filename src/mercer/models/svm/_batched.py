@@ -12,14 +12,18 @@ sets of ``q`` variables:
    pairs inside the working set are then chosen by second-order WSS3). The maximal violation over
    *all* variables, ``max_{I_up} F - min_{I_low} F``, is LIBSVM's stopping quantity: the solve
    stops when it is below ``tol`` (LIBSVM's rule, so the solution is LIBSVM's to within what ``tol``
-   resolves: same support sets and decision values to ~1e-3).
-2. **Rows.** The kernel rows of the new members' samples are computed in one blocked product by the
-   row source (``rows(idx)``: the kernel classes / block engine, every core), into a float32 block
-   as LIBSVM's cache.
+   resolves: decision values to ~2e-3 of their range and the support set up to borderline vectors
+   at tol = 1e-3; the same support set and coefficients to 1e-5 at tol = 1e-7). Solver_NU's sets
+   are pairs of one sign class at a time, the more violating class first.
+2. **Rows.** The set's rows are looked up in an LRU cache of float32 rows (LIBSVM's, sized by the
+   caller from the memory plan); the missing ones are computed in one blocked product by the row
+   source (``rows(idx)``: the kernel classes / block engine, every core; several products when
+   one would pass the caller's ``rows_per_call``).
 3. **Inner SMO** (compiled, :func:`_inner`): WSS3 pairs on the ``q x q`` subproblem held in
    cache, until its own violation is below ``max(tol, first violation / 10)`` or ``100 q``
    iterations (oneDAL's and ThunderSVM's local stopping rule).
-4. **Gradient.** ``F -= K[:, W] (y dalpha)_W``: one product over all variables.
+4. **Gradient.** ``F -= K[:, W] (y dalpha)_W``: one product over all variables, the float32 rows
+   summed in float64 (compiled, bands of variables in parallel). No shrinking.
 
 Each outer iteration returns to Python: a Ctrl-C is raised between two of them (the inner solve is
 bounded by ``100 q^2`` work), progress and :func:`~mercer.linalg.observe_blocks` observers are
@@ -33,7 +37,6 @@ set; both stop the inner solver at a tenth of its first violation; ThunderSVM ca
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 
 import numpy as np
@@ -57,7 +60,8 @@ Q_MAX = 512
 
 def working_set_size(n_vars: int, cache_rows: int, q_max: int | None = None) -> int:
     """Working-set size ``q``: a power of two (oneDAL's choice), at most ``q_max`` (:data:`Q_MAX`)
-    and the number of variables, with ``2 q`` rows in the cache (the set's and the next new half's);
+    and the number of variables, with at least ``4 q`` rows in the cache (the set's, the next new
+    half's, and room for rows that recur);
     at least 2 (one pair: SMO with its rows recomputed)."""
     q_max = Q_MAX if q_max is None else q_max
     q = 2
