@@ -83,6 +83,31 @@ def test_multiclass_ovo_matches_libsvm(digits, shape):
     np.testing.assert_array_equal(ours.predict(Xte), ref.predict(Xte))
 
 
+def test_multiclass_model_keeps_libsvm_compact_coefficients(digits, tmp_path):
+    """One-vs-one with k classes keeps (n_SV, k - 1) coefficients, as LIBSVM, not (n_SV, k (k - 1) / 2):
+    a 42-class text model held 83 MiB that way. A model in the dense layout (saved by an earlier
+    version) predicts the same; coef_ and the precomputed kernel follow the compact layout too."""
+    import mercer
+
+    X, y, Xte, _ = _split(*digits, 600)
+    ours = KernelSVC(kernel="linear", C=0.01).fit(X, y)
+    ref = SVC(kernel="linear", C=0.01).fit(X, y)
+    assert tuple(ours._W.shape) == (len(ref.support_), 9)
+    assert np.abs(ours.coef_ - ref.coef_).max() < 1e-3 * np.abs(ref.coef_).max()
+    dense = KernelSVC(kernel="linear", C=0.01).fit(X, y)
+    dense._W = dense._machine_W()  # the layout of a model saved before
+    assert tuple(dense._W.shape) == (len(ref.support_), 45) and not dense._compact_ovo()
+    np.testing.assert_allclose(dense.decision_function(Xte), ours.decision_function(Xte), rtol=1e-9, atol=1e-9)
+    np.testing.assert_array_equal(dense.dual_coef_, ours.dual_coef_)
+    mercer.io.save(dense, tmp_path / "dense.mercer")
+    back = mercer.io.load(tmp_path / "dense.mercer")
+    np.testing.assert_array_equal(back.predict(Xte), ours.predict(Xte))
+    G, Gte = X @ X.T, Xte @ X.T
+    pre = KernelSVC(kernel="precomputed", C=0.01).fit(G, y)
+    assert pre._compact_ovo()
+    np.testing.assert_allclose(pre.decision_function(Gte), ours.decision_function(Xte), rtol=1e-6, atol=1e-6)
+
+
 def test_support_vectors_and_decision_formula(breast_cancer):
     X, y = breast_cancer
     m = KernelSVC(kernel=RBF(gamma=0.03)).fit(X, y)

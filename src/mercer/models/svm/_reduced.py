@@ -151,7 +151,7 @@ class ReducedSetSVC(KernelSVC):
                 setattr(self, attr, getattr(svc, attr))
         if hasattr(svc, "feature_names_in_"):
             self.feature_names_in_ = svc.feature_names_in_
-        S, W, b = svc._sv, svc._W, svc._b
+        S, W, b = svc._sv, svc._machine_W(), svc._b
         n_sv = S.shape[0]
         self.n_support_original_ = n_sv
         cls = np.repeat(np.arange(len(svc.classes_)), svc.n_support_)
