@@ -29,12 +29,9 @@ QUICK = ("KernelSVC", "KernelRidge", "NystroemKernelRidgeClassifier", "RandomFea
 #: sparse source: blocks read as CSR; KMeans reads it whole as CSR); cells named "<name> (npz)"
 FROM_FILE = ("NystroemKernelRidge", "NystroemKernelRidgeClassifier", "RandomFeatureRidge", "ApproximateKernelPCA",
              "KMeans", "KernelKMeans", "Nystroem", "LandmarkFeatures", "RandomFourierFeatures", "TensorSketch",
-             "RandomMaclaurin")
+             "RandomMaclaurin", "NystroemKernelRidgeCV", "NystroemKernelRidgeClassifierCV")
 #: estimators that densify sparse X today (another issue's work in progress), with the reason
-KNOWN_DENSE = {
-    "NystroemKernelRidgeCV": "learns ARD scales and centres through autograd on dense X (X.toarray())",
-    "NystroemKernelRidgeClassifierCV": "as NystroemKernelRidgeCV",
-}
+KNOWN_DENSE: dict[str, str] = {}
 
 
 def _run(names: list[str] | None, timeout: float) -> list[dict]:

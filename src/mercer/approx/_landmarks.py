@@ -27,6 +27,7 @@ import torch
 
 from .. import _random as _rnd
 from .._backend import num_threads
+from .._sparse import as_sparse_rows, is_sparse_input
 from .._validation import Options, check_at_most, check_param, describe, is_torch
 from ..kernels import Kernel
 from ..kmeans import d2_sampling, kmeans
@@ -61,13 +62,27 @@ LANDMARKS_CONSTRAINTS = [Options(*LANDMARK_RULES), _LandmarkArray()]
 
 
 def check_landmarks_param(landmarks, n_features: int | None, owner: str, name: str = "landmarks"):
-    """Validate a landmark rule or array; returns the rule string or a float64 numpy array.
+    """Validate a landmark rule or array; returns the rule string, a float64 numpy array, or for
+    sparse landmarks (scipy sparse, torch sparse, sparse rows: the centres of a model of sparse data)
+    float64 :class:`~mercer._sparse.SparseRows` on the CPU (kept sparse by :func:`select_landmarks`).
 
     ``n_features`` (``None``: not checked) is the number of features of X, which the landmarks must have.
     """
     check_param(owner, name, landmarks, LANDMARKS_CONSTRAINTS)
     if isinstance(landmarks, str):
         return landmarks
+    if is_sparse_input(landmarks):
+        rows = as_sparse_rows(landmarks, dtype=torch.float64, device="cpu")
+        if rows.shape[0] < 1:
+            raise ValueError(f"The {name!r} parameter of {owner} must be an array of shape (n_landmarks, n_features) "
+                             f"with n_landmarks >= 1. Got a sparse matrix of shape {tuple(rows.shape)} instead.")
+        if n_features is not None and rows.shape[1] != n_features:
+            raise ValueError(f"The {name!r} parameter of {owner} must have as many columns as X has features "
+                             f"({n_features}). Got {rows.shape[1]} columns instead.")
+        if not rows.all_finite():
+            raise ValueError(f"The {name!r} parameter of {owner} must be finite. Got a sparse matrix containing NaN "
+                             "or infinity instead.")
+        return rows
     if is_torch(landmarks):
         arr = landmarks.detach().cpu().numpy()
     else:
@@ -145,6 +160,8 @@ def select_landmarks(X, M: int, rule, *, kernel: Kernel, generator: torch.Genera
     if isinstance(X, RowSource):  # streamed data: uniform draws (the same as in memory) or given centres
         return _select_from_source(X, M, rule, generator=generator, dtype=dtype, device=device, owner=owner)
     if not isinstance(rule, str):
+        if is_sparse_input(rule):  # sparse centres stay sparse rows (copied: the caller's are not shared)
+            return as_sparse_rows(rule, dtype=X.dtype, device=X.device).clone(), None
         Z = torch.tensor(np.asarray(rule), dtype=X.dtype, device=X.device)
         return Z, None
     check_at_most(owner, "n_components", M, n, "n_samples")  # landmarks are chosen among the samples
@@ -184,6 +201,8 @@ def _select_from_source(source: RowSource, M: int, rule, *, generator, dtype, de
     dtype = dtype or torch.float64
     device = torch.device("cpu") if device is None else device
     if not isinstance(rule, str):
+        if is_sparse_input(rule):
+            return as_sparse_rows(rule, dtype=dtype, device=device), None
         return torch.tensor(np.asarray(rule), dtype=dtype, device=device), None
     if rule not in STREAMED_RULES:
         raise ValueError(

@@ -40,7 +40,7 @@ from collections.abc import Callable
 
 import torch
 
-from .._sparse import is_sparse
+from .._sparse import is_sparse, plan_features
 from ..kernels import RBF, Scaled
 from ..sources import RowSource
 from ._blocking import plan_rows, row_blocks
@@ -152,6 +152,43 @@ class _RBFGradient:
         return g_t, g_z
 
 
+class _SparseRBFGradient(_RBFGradient):
+    """The closed-form backward pass of ``RBF`` / ``c * RBF`` with one ``gamma`` on sparse rows
+    (:class:`~mercer._sparse.SparseRows` blocks and centres): with ``P = K_b o Kbar_b``,
+    ``dL/dgamma = -sum_ij P_ij D_ij`` where ``D_ij = |x_i|^2 + |z_j|^2 - 2 x_i . z_j`` (clamped at 0,
+    as the kernel's own sparse evaluation clamps its exponent) comes from the rows' squared norms and
+    one sparse product per block; ``dL/dscale`` as for dense rows. No coordinates are formed (the
+    centres are sparse rows and cannot be learned: ``needs[1]`` is False), so it is exact as the
+    kernel is: the derivative of the very expression the forward pass evaluates."""
+
+    def __init__(self, kernel, Z):
+        self.scaled = isinstance(kernel, Scaled)
+        rbf = kernel.kernel if self.scaled else kernel
+        self.scale = kernel.scale if self.scaled else None
+        gamma = 1.0 / Z.shape[1] if rbf.gamma is None else rbf.gamma
+        self.gamma_t = gamma if isinstance(gamma, torch.Tensor) else None
+        self.Z = Z.to(torch.float64)
+        self.z_sq = self.Z.row_sq_norms()
+        f64 = dict(dtype=torch.float64, device=Z.device)
+        self.d_gamma = torch.zeros(1, **f64)
+        self.d_scale = torch.zeros((), **f64)
+
+    @staticmethod
+    def handles(kernel) -> bool:
+        """``RBF`` or ``c * RBF`` with one ``gamma`` (ARD is not differentiated here)."""
+        if not _RBFGradient.handles(kernel):
+            return False
+        gamma = (kernel.kernel if type(kernel) is Scaled else kernel).gamma
+        return not (isinstance(gamma, torch.Tensor) and gamma.numel() > 1) and not isinstance(gamma, (tuple, list))
+
+    def add_block(self, Xb, P, diag_adjoint):
+        X64 = Xb.to(torch.float64)
+        D = X64.dot_block(self.Z).mul_(-2.0).add_(X64.row_sq_norms()[:, None]).add_(self.z_sq[None, :]).clamp_min_(0.0)
+        self.d_gamma.sub_((P * D).sum())
+        if self.scaled:
+            self.d_scale.add_(P.sum()).add_(diag_adjoint.sum() * float(self.scale))
+
+
 class _Pass:
     """The data of one call (inputs, targets, weights, block size) and its two passes."""
 
@@ -214,13 +251,15 @@ class _Pass:
             k0 = self.kernel_at(theta.detach())
         if _RBFGradient.handles(k0) and self.dense:
             return self._backward_rbf(theta, Z, GA, gb, gc, gk, needs)
+        if not self.dense and is_sparse(Z) and _SparseRBFGradient.handles(k0):
+            return self._backward_rbf(theta, Z, GA, gb, gc, gk, needs, _SparseRBFGradient)
         return self._backward_autograd(theta, Z, GA, gb, gc, gk, needs)
 
-    def _backward_rbf(self, theta, Z, GA, gb, gc, gk, needs):
+    def _backward_rbf(self, theta, Z, GA, gb, gc, gk, needs, gradient=_RBFGradient):
         with torch.enable_grad():
             leaf = theta.detach().requires_grad_(needs[0])
             k = self.kernel_at(leaf)  # its hyperparameter tensors hang on theta's graph
-        acc = _RBFGradient(k, Z)
+        acc = gradient(k, Z)
         with torch.no_grad():
             kd = self.kernel_at(theta.detach())
             for Xb, Yb, Wb in self.blocks(Z.dtype, Z.device, "gradient"):
@@ -234,7 +273,8 @@ class _Pass:
         want = [x for x, need in zip((theta, Z), needs) if need]
         grads = [torch.zeros_like(x) for x in want]
         with torch.enable_grad():
-            leaves = [x.detach().requires_grad_(need) for x, need in zip((theta, Z), needs)]
+            leaves = [x.detach().requires_grad_(need) if torch.is_tensor(x) else x  # sparse centres: fixed
+                      for x, need in zip((theta, Z), needs)]
             inputs = [x for x, need in zip(leaves, needs) if need]
             for Xb, Yb, Wb in self.blocks(Z.dtype, Z.device, "gradient"):
                 k = self.kernel_at(leaves[0])  # per block: each block's graph is freed by its own grad
@@ -260,12 +300,16 @@ class _StatisticsFunction(torch.autograd.Function):
     @staticmethod
     def forward(ctx, theta, Z, job):
         ctx.job = job
-        ctx.save_for_backward(theta, Z)
+        if is_sparse(Z):  # sparse centres (rows of sparse data) are no tensor autograd could save, nor a parameter
+            ctx.save_for_backward(theta)
+            ctx.sparse_Z = Z
+        else:
+            ctx.save_for_backward(theta, Z)
         return job.forward(theta, Z)
 
     @staticmethod
     def backward(ctx, gA, gb, gc, gk):
-        theta, Z = ctx.saved_tensors
+        theta, Z = (*ctx.saved_tensors, ctx.sparse_Z) if hasattr(ctx, "sparse_Z") else ctx.saved_tensors
         gt, gz = ctx.job.backward(theta, Z, gA, gb, gc, gk, ctx.needs_input_grad[:2])
         return gt, gz, None
 
@@ -285,7 +329,8 @@ def kernel_statistics(kernel_at: Callable[[torch.Tensor], object], theta: torch.
         May require grad; ``p = 0`` is allowed.
     Z : tensor of shape (m, d)
         The centres (inducing points); may require grad (kernels differentiable in their inputs).
-    X : tensor of shape (n, d) or :class:`mercer.sources.RowSource`
+        With sparse ``X``, :class:`~mercer._sparse.SparseRows` (fixed centres: no gradient).
+    X : tensor of shape (n, d), :class:`~mercer._sparse.SparseRows` or :class:`mercer.sources.RowSource`
         A source is read block by block in ``Z``'s dtype.
     Y : tensor of shape (n, t)
     weights : tensor of shape (n,) or (n, g), optional
@@ -307,8 +352,11 @@ def kernel_statistics(kernel_at: Callable[[torch.Tensor], object], theta: torch.
         raise ValueError(f"kernel_statistics: weights must have {n} rows; got {W.shape[0]}.")
     if rows is None:
         scratch = float(kernel_at(theta.detach()).scratch(d))
-        rows = statistics_rows(n, Z.shape[0], d, Y.shape[1], W.shape[1], itemsize=Z.element_size(), scratch=scratch,
-                               memory_budget=memory_budget, device=Z.device)
+        # sparse rows (in memory or a sparse source): a row costs its stored entries, not d
+        sparse = X.sparse if isinstance(X, RowSource) else is_sparse(X)
+        rows = statistics_rows(n, Z.shape[0], plan_features(X) if sparse else d, Y.shape[1], W.shape[1],
+                               itemsize=Z.element_size(), scratch=scratch, memory_budget=memory_budget,
+                               device=Z.device)
     job = _Pass(kernel_at, X, Y.to(Z.device), W, int(rows), desc)
     gram, rhs, colsum, kdiag = _StatisticsFunction.apply(theta, Z, job)
     W64, Y64 = W.to(torch.float64), Y.to(device=Z.device, dtype=torch.float64)

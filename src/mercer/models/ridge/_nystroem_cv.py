@@ -28,12 +28,12 @@ import time
 from numbers import Integral, Real
 
 import numpy as np
-import scipy.sparse as sp
 import torch
 from sklearn.base import BaseEstimator, ClassifierMixin, MultiOutputMixin, RegressorMixin
 from sklearn.utils.validation import check_is_fitted
 
 from ..._backend import check_random_state, make_generator, to_numpy
+from ..._sparse import as_sparse_rows, is_sparse, is_sparse_input
 from ..._validation import Interval, Options, check_at_most, check_params
 from ...approx import LANDMARKS_CONSTRAINTS, check_landmarks_param, select_landmarks
 from ...kernels import LearnableKernel
@@ -123,6 +123,10 @@ class _NystroemCVBase(KernelEstimatorMixin, BaseEstimator):
                              f"got n_samples={n}.")
         return n
 
+    def _final_centers(self):
+        """``centers_`` as the final estimator takes them: a CSR matrix for sparse rows, else numpy."""
+        return self.centers_.to_scipy() if is_sparse(self.centers_) else to_numpy(self.centers_)
+
     def _final_params(self) -> dict:
         return {name: getattr(self, name) for name in self._FINAL_PARAMS}
 
@@ -137,16 +141,22 @@ class _NystroemCVBase(KernelEstimatorMixin, BaseEstimator):
         if kernel.is_precomputed:
             raise ValueError(f"{owner} learns kernel hyperparameters: kernel='precomputed' is not supported.")
         f64 = dict(dtype=torch.float64, device=self._device)
-        if isinstance(X, RowSource):
+        if isinstance(X, RowSource):  # read block by block; a sparse source's blocks are sparse rows
             Xt = X.astype("float64")
+            sparse = bool(X.sparse)
+        elif is_sparse_input(X):  # kept sparse: the statistics are computed on sparse blocks
+            Xt, sparse = as_sparse_rows(X, **f64), True
         else:
-            Xt = X.detach().to(**f64) if torch.is_tensor(X) else torch.tensor(
-                X.toarray() if sp.issparse(X) else np.asarray(X), **f64)
+            Xt, sparse = (X.detach().to(**f64) if torch.is_tensor(X) else torch.tensor(np.asarray(X), **f64)), False
+        lk = LearnableKernel(kernel, d, bounds_k)
+        if sparse:
+            self._check_sparse_learning(lk, d)
         rng = check_random_state(self.random_state)
         Z, M = self._initial_centers(Xt, kernel, n, d)
+        if sparse and not is_sparse(Z):  # centres given as a dense array: sparse rows as the data
+            Z = as_sparse_rows(Z, **f64)
         Y = torch.as_tensor(Y, **f64)
         W = self._weights(n, sw, rng, f64)
-        lk = LearnableKernel(kernel, d, bounds_k)
         learn_z = bool(self.learn_centers) and lk.differentiable_inputs and self.optimizer is not None
         p = len(lk.names)
         names, theta, bounds = list(lk.names), lk.theta0, lk.log_bounds
@@ -187,6 +197,27 @@ class _NystroemCVBase(KernelEstimatorMixin, BaseEstimator):
         self.centers_ = Z
         log.info("%s: %s learned in %.1f s (%d evaluations): alpha=%.3g, kernel %r", owner, self.objective,
                  self.learning_time_, self.n_evals_, self.alpha_, self.kernel_)
+
+    def _check_sparse_learning(self, lk, d: int) -> None:
+        """What cannot be learned on sparse rows: the centres' coordinates (``M x d`` dense
+        parameters and gradients in the space of the sparse features) and per-feature (ARD) scales
+        (``d`` hyperparameters; their closed-form gradient is a dense ``M x d`` product per block)."""
+        owner = type(self).__name__
+        if self.learn_centers:
+            raise ValueError(
+                f"{owner} cannot learn the centres' coordinates on sparse X (learn_centers=True): they would be "
+                f"n_centers x {d} dense parameters (and gradients) in the space of the sparse features, and the "
+                "centres could no longer be sparse rows. Use learn_centers=False: the centres are then rows of X "
+                "(chosen by 'centers': 'uniform', 'kmeans++', 'leverage' or 'greedy'), kept sparse, and gamma and "
+                "alpha are still learned. (To learn centres, reduce the features to a dense matrix first, e.g. "
+                "sklearn.decomposition.TruncatedSVD.)")
+        ard = [h.name for h in lk.hyperparameters if h.vector]
+        if ard:
+            raise ValueError(
+                f"{owner} cannot learn per-feature (ARD) kernel hyperparameters on sparse X: {', '.join(ard)} of "
+                f"the kernel has one value per feature (n_features={d}). On sparse rows only one scale per "
+                "hyperparameter is learned: give a scalar (e.g. kernel=RBF(gamma=0.1) or gamma=0.1; gamma=None "
+                "starts at 1 / n_features). (For ARD on few features, pass dense X, e.g. X.toarray().)")
 
     def _initial_centers(self, Xt, kernel, n: int, d: int):
         """The starting centres (float64) and their number, by the rule of :class:`NystroemKernelRidge`."""
@@ -347,7 +378,7 @@ class NystroemKernelRidgeCV(MultiOutputMixin, RegressorMixin, _NystroemCVBase):
         y = self._validate_y(y, self._check_rows(X))
         check_target_scale(type(self).__name__, y)
         self._learn(X, y.reshape(len(y), -1), self._sample_weight(sample_weight, X, len(y)))
-        self.estimator_ = NystroemKernelRidge(alpha=self.alpha_, kernel=self.kernel_, centers=to_numpy(self.centers_),
+        self.estimator_ = NystroemKernelRidge(alpha=self.alpha_, kernel=self.kernel_, centers=self._final_centers(),
                                               **self._final_params()).fit(X, y, sample_weight=sample_weight)
         return self
 
@@ -417,7 +448,7 @@ class NystroemKernelRidgeClassifierCV(ClassifierMixin, _NystroemCVBase):
         del self._binarizer  # the final classifier keeps its own
         self._learn(X, Y, sw)
         self.estimator_ = NystroemKernelRidgeClassifier(
-            alpha=self.alpha_, kernel=self.kernel_, centers=to_numpy(self.centers_), class_weight=self.class_weight,
+            alpha=self.alpha_, kernel=self.kernel_, centers=self._final_centers(), class_weight=self.class_weight,
             **self._final_params()).fit(X, y, sample_weight=sample_weight)
         return self
 
