@@ -4,8 +4,9 @@ Each estimator that accepts sparse input fits and predicts 400 rows of 10^6 feat
 a row: 140 KiB of values, 3.0 GiB dense) with ``memory_budget=512 MiB``, in a child process whose
 data segment is capped at 2.5 GiB (``RLIMIT_DATA``: an allocation of the dense matrix fails at once,
 without touching memory). The default suite runs one estimator per way through the data (kernel
-rows, the exact Gram, Nyström centres, random features, k-means, neighbours, KPCA) and
-NystroemKernelRidge streamed from the same rows in a scipy ``.npz`` file; ``-m slow`` runs every
+rows, the exact Gram, Nyström centres, random features, k-means, neighbours, KPCA, the learned
+Nyström ridge) and NystroemKernelRidge streamed from the same rows in a scipy ``.npz`` file;
+``-m slow`` runs every
 registered estimator whose tags accept sparse input, and those that stream their fit (with KMeans,
 which reads the file whole as CSR) from the file too.
 """
@@ -24,7 +25,7 @@ LIMIT = 5 << 29  # 2.5 GiB
 BUDGET = 512 << 20
 
 QUICK = ("KernelSVC", "KernelRidge", "NystroemKernelRidgeClassifier", "RandomFeatureRidge", "KMeans",
-         "KernelKNeighborsClassifier", "KernelPCA", "Nystroem", "NystroemKernelRidge (npz)")
+         "KernelKNeighborsClassifier", "KernelPCA", "Nystroem", "NystroemKernelRidge (npz)", "NystroemKernelRidgeCV")
 #: the estimators that stream their fit, fitted from the same rows in a scipy .npz file too (a
 #: sparse source: blocks read as CSR; KMeans reads it whole as CSR); cells named "<name> (npz)"
 FROM_FILE = ("NystroemKernelRidge", "NystroemKernelRidgeClassifier", "RandomFeatureRidge", "ApproximateKernelPCA",
