@@ -6,9 +6,8 @@ data segment is capped at 2.5 GiB (``RLIMIT_DATA``: an allocation of the dense m
 without touching memory). The default suite runs one estimator per way through the data (kernel
 rows, the exact Gram, Nyström centres, random features, k-means, neighbours, KPCA, the learned
 Nyström ridge) and NystroemKernelRidge streamed from the same rows in a scipy ``.npz`` file;
-``-m slow`` runs every
-registered estimator whose tags accept sparse input, and those that stream their fit (with KMeans,
-which reads the file whole as CSR) from the file too.
+``-m slow`` runs every registered estimator whose tags accept sparse input, and those that stream
+their fit (with KMeans, which reads the file whole as CSR) from the file too.
 """
 
 from __future__ import annotations

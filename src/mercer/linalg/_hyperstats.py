@@ -27,7 +27,10 @@ respect to ``theta`` and ``Z``: two passes per objective and gradient, whatever 
 hyperparameters (ARD: one per feature) or of centres' coordinates. The adjoint is one product
 ``K_b [G_{A,0} + G_{A,0}^T, ...]`` for all weight columns. For ``RBF`` and ``c * RBF`` (one gamma or
 ARD) the vector-Jacobian product is written out (:class:`_RBFGradient`: one ``m x d`` product per
-block, no autograd graph); every other kernel is differentiated by autograd through its own code.
+block, no autograd graph); on sparse rows (:class:`~mercer._sparse.SparseRows` blocks and centres, the
+centres fixed) ``RBF`` and ``c * RBF`` with one gamma take the same closed form from squared distances
+(row norms and one sparse product per block, :class:`_SparseRBFGradient`); every other kernel is
+differentiated by autograd through its own code.
 At n = 15,000, d = 26, M = 200 (one thread, CPU time of the SGPR bound and its gradient) the backward
 pass went from 0.24 s to 0.10 s, the forward pass being 0.07 s: both now near their two
 ``n x M x M`` products.

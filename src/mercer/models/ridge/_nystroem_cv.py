@@ -281,6 +281,16 @@ class NystroemKernelRidgeCV(MultiOutputMixin, RegressorMixin, _NystroemCVBase):
     row source streamed from disk (:mod:`mercer.sources`). Learning computes in float64. The model
     with the learned values is then fitted as an ordinary :class:`NystroemKernelRidge` (``estimator_``).
 
+    Sparse ``X`` (scipy or torch sparse, a sparse source such as :class:`mercer.sources.SparseSource`)
+    stays sparse: the centres are sparse rows of ``X``, the statistics are computed on sparse blocks
+    (for ``RBF`` and ``c * RBF`` the gradient in ``gamma`` from the rows' squared norms and one sparse
+    product per block), and the result equals the fit on ``X.toarray()``. Two things are not
+    learned on sparse rows and are refused at fit: the centres' coordinates (``learn_centers=True``:
+    ``n_centers x n_features`` dense parameters in the space of the sparse features; use
+    ``learn_centers=False``, centres chosen among the rows by ``centers``) and per-feature (ARD)
+    scales, whatever the number of features (give a scalar ``gamma``; for ARD on few features pass
+    dense ``X``).
+
     Parameters
     ----------
     alpha : float, default=1.0
@@ -303,7 +313,7 @@ class NystroemKernelRidgeCV(MultiOutputMixin, RegressorMixin, _NystroemCVBase):
     learn_alpha : bool, default=True
     learn_centers : bool, default=False
         Learn the centres' coordinates too (kernels differentiable in their inputs; M x d more
-        unknowns, unbounded, not perturbed by restarts).
+        unknowns, unbounded, not perturbed by restarts). Refused on sparse ``X``.
     optimizer : {"lbfgs", "adam"} or None, default="lbfgs"
         None evaluates the objective at the given values only.
     n_restarts_optimizer : int, default=0
@@ -324,7 +334,7 @@ class NystroemKernelRidgeCV(MultiOutputMixin, RegressorMixin, _NystroemCVBase):
         The learned kernel.
     alpha_ : float
     centers_ : tensor of shape (M, n_features_in_)
-        The centres (learned with ``learn_centers``).
+        The centres (learned with ``learn_centers``); sparse rows when ``X`` was sparse.
     cv_error_ : float
         The objective at the learned values.
     objective_path_ : ndarray
