@@ -168,8 +168,9 @@ class _SparseRBFGradient(_RBFGradient):
     one sparse product per block, which gives the tile ``c exp(-gamma D)`` too (the kernel's value to
     rounding); ``dL/dscale`` as for dense rows. No coordinates are formed: the centres are sparse
     rows and are not learned (``needs[1]`` is False). Against autograd through the sparse kernel on
-    the same blocks: the same gradient (to 1e-12) without a graph, in 0.8x the CPU time (n = 20,000,
-    d = 50,000, 60 entries a row, M = 300, one thread, loaded machine)."""
+    the same blocks: the same gradient (to 1e-11) without a graph, in 0.67-0.80x the CPU time
+    (n = 20,000, d = 50,000, 60 entries a row, M = 300, one thread, loaded machine:
+    benchmarks/experiments/sparse_rbf_backward.py)."""
 
     def __init__(self, kernel, Z):
         self.scaled = isinstance(kernel, Scaled)
