@@ -21,7 +21,7 @@
 Usage::
 
     python benchmarks/suites/cluster.py --quick      # small sizes, a few minutes
-    python benchmarks/suites/cluster.py --onedal-python /tmp/peers-onedal/bin/python   # full run
+    python benchmarks/suites/cluster.py --onedal-python PEERS/bin/python   # full run (PEERS: a venv with sklearnex)
     python benchmarks/suites/cluster.py --threads 1  # same thread count on every side (shared machines)
 
 oneDAL: ``--onedal-python`` / ``$ONEDAL_PYTHON``, an interpreter that imports ``sklearnex``
