@@ -499,6 +499,8 @@ class ParquetSource(RowSource):
     n_features : int, optional
         Sparse layout only: the number of columns of the matrix (default: the files' metadata).
 
+    Notes
+    -----
     Nulls are not allowed in feature columns (an error names the column and the file), nor
     non-numeric columns (select the numeric ones with ``columns=``).
 
