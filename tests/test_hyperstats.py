@@ -55,11 +55,17 @@ def test_a_small_budget_forces_many_blocks():
     assert 1 <= rows and -(-N // rows) >= 10
 
 
-@pytest.mark.parametrize("name", list(kernels()))
-def test_statistics_and_their_gradients_equal_the_dense_computation(data, name):
+@pytest.mark.parametrize("name, far", [(name, False) for name in kernels()]
+                         + [("scaled-ard", True), ("sum-of-scaled", True)])
+def test_statistics_and_their_gradients_equal_the_dense_computation(data, name, far):
+    """``far``: the closed form expands ``(x - z)^2``; data 100 units from the origin and signed
+    weights (an adjoint of either sign) still give autograd's dense gradient to 1e-8 (the values,
+    sums of terms of either sign taken in another order, to 1e-10)."""
     X, Y, W, Z0 = data
+    if far:
+        X, Z0, W = X + 100.0, Z0 + 100.0, W - 0.4
     lk = LearnableKernel(kernels()[name], D)
-    g = torch.Generator().manual_seed(1)
+    g = torch.Generator().manual_seed(2 if far else 1)
     adj = [torch.randn(2, M, M, generator=g, dtype=torch.float64), torch.randn(2, M, 2, generator=g, dtype=torch.float64),
            torch.randn(2, M, generator=g, dtype=torch.float64), torch.randn(2, generator=g, dtype=torch.float64)]
 
@@ -75,9 +81,10 @@ def test_statistics_and_their_gradients_equal_the_dense_computation(data, name):
         return [p.detach() for p in parts], loss.detach(), torch.autograd.grad(loss, [theta, Z])
 
     (pb, lb, gb), (pd, ld, gd) = run(True), run(False)
+    value_tol = 1e-10 if far else 1e-12
     for a, b in zip(pb, pd):
-        assert rel(a, b) < 1e-12
-    assert float(abs(lb - ld) / abs(ld)) < 1e-12
+        assert rel(a, b) < value_tol
+    assert float(abs(lb - ld) / abs(ld)) < value_tol
     for a, b in zip(gb, gd):
         assert rel(a, b) < 1e-8
 
@@ -86,32 +93,6 @@ def test_rbf_kernels_take_the_closed_form_backward_and_the_others_autograd():
     closed = {name for name, k in kernels().items() if _RBFGradient.handles(k)}
     assert closed == {"ard", "scaled-ard", "scaled-rbf"}
     assert _RBFGradient.handles(RBF()) and not _RBFGradient.handles(Matern(length_scale=[1.0, 2.0, 0.7]))
-
-
-@pytest.mark.parametrize("name", ["scaled-ard", "sum-of-scaled"])
-def test_gradients_far_from_the_origin_and_with_negative_weights(data, name):
-    """The closed form expands ``(x - z)^2``: data 100 units from the origin and signed weights (an
-    adjoint of either sign) still give autograd's dense gradient to 1e-8."""
-    X, Y, W, Z0 = data
-    X, Z0, W = X + 100.0, Z0 + 100.0, W - 0.4
-    lk = LearnableKernel(kernels()[name], D)
-    g = torch.Generator().manual_seed(2)
-    adj = [torch.randn(2, M, M, generator=g, dtype=torch.float64), torch.randn(2, M, 2, generator=g, dtype=torch.float64),
-           torch.randn(2, M, generator=g, dtype=torch.float64), torch.randn(2, generator=g, dtype=torch.float64)]
-
-    def run(blocked):
-        theta = torch.tensor(lk.theta0, requires_grad=True)
-        Z = Z0.clone().requires_grad_(True)
-        if blocked:
-            st = kernel_statistics(lk.at, theta, Z, X, Y, W, memory_budget=BUDGET)
-            parts = (st.gram, st.rhs, st.colsum, st.kdiag)
-        else:
-            parts = dense_statistics(lk.at(theta), X, Z, Y, W)
-        loss = sum((p * a).sum() for p, a in zip(parts, adj))
-        return torch.autograd.grad(loss, [theta, Z])
-
-    for a, b in zip(run(True), run(False)):
-        assert rel(a, b) < 1e-8
 
 
 @pytest.mark.parametrize("kind", ["npy", "parquet", "dask"])

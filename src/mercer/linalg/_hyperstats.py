@@ -31,9 +31,6 @@ block, no autograd graph); on sparse rows (:class:`~mercer._sparse.SparseRows` b
 centres fixed) ``RBF`` and ``c * RBF`` with one gamma take the same closed form from squared distances
 (row norms and one sparse product per block, :class:`_SparseRBFGradient`); every other kernel is
 differentiated by autograd through its own code.
-At n = 15,000, d = 26, M = 200 (one thread, CPU time of the SGPR bound and its gradient) the backward
-pass went from 0.24 s to 0.10 s, the forward pass being 0.07 s: both now near their two
-``n x M x M`` products.
 """
 
 from __future__ import annotations
@@ -167,10 +164,7 @@ class _SparseRBFGradient(_RBFGradient):
     as the kernel's own sparse evaluation clamps its exponent) comes from the rows' squared norms and
     one sparse product per block, which gives the tile ``c exp(-gamma D)`` too (the kernel's value to
     rounding); ``dL/dscale`` as for dense rows. No coordinates are formed: the centres are sparse
-    rows and are not learned (``needs[1]`` is False). Against autograd through the sparse kernel on
-    the same blocks: the same gradient (to 1e-11) without a graph, in 0.67-0.80x the CPU time
-    (n = 20,000, d = 50,000, 60 entries a row, M = 300, one thread, loaded machine:
-    benchmarks/experiments/sparse_rbf_backward.py)."""
+    rows and are not learned (``needs[1]`` is False)."""
 
     def __init__(self, kernel, Z):
         self.scaled = isinstance(kernel, Scaled)
