@@ -172,6 +172,40 @@ def test_select_is_libsvm_wss3(seed):
     assert code == ref[0] and (code == 1 or need[1] == ref[1])
 
 
+# -- the pair step (shared by the SMO loop and the batched solver's inner SMO) ----------------------------
+@pytest.mark.parametrize("seed", range(4))
+def test_pair_step_minimises_the_pair_subproblem(seed):
+    # Moving the pair along y^T alpha = const, alpha_i + y_i t, alpha_j - y_j t, changes the dual by
+    # (F_j - F_i) t + quad t^2 / 2: the step is its minimiser t* = (F_i - F_j) / quad clipped to the
+    # segment where both stay in [0, C] (quad <= 0: LIBSVM's tau).
+    rng = np.random.default_rng(seed)
+    for _ in range(400):
+        y = rng.choice([-1.0, 1.0], size=2)
+        Cb = rng.choice([1.0, rng.uniform(0.1, 5.0)], size=2)
+        alpha = np.where(rng.random(2) < 0.5, rng.choice([0.0, 1.0], size=2) * Cb, rng.uniform(0, 1, 2) * Cb)
+        F = rng.normal(size=2) * rng.choice([1e-3, 1.0, 100.0])
+        QD = rng.uniform(0.5, 2.0, size=2)
+        Kij = rng.choice([rng.uniform(-1, 1), (QD[0] + QD[1]) / 2, (QD[0] + QD[1]) / 2 + 0.3])  # PSD, 0, < 0
+        side = np.zeros(2, dtype=np.int8)
+        a0 = alpha.copy()
+        dai, daj, nonpsd = _smo._pair_step(0, 1, Kij, y, F, alpha, Cb, QD, side)
+        quad = QD[0] + QD[1] - 2 * Kij
+        t = (F[0] - F[1]) / (quad if quad > 0 else _smo.TAU)
+        # t's feasible segment: 0 <= a0_i + y_i t <= C_i and 0 <= a0_j - y_j t <= C_j
+        lo_i, hi_i = sorted([-a0[0] * y[0], (Cb[0] - a0[0]) * y[0]])
+        lo_j, hi_j = sorted([a0[1] * y[1], (a0[1] - Cb[1]) * y[1]])
+        t = min(max(t, max(lo_i, lo_j)), min(hi_i, hi_j))
+        assert abs(dai - t) <= 1e-9 * max(1.0, abs(t)) + 1e-12 and abs(daj + t) <= 1e-9 * max(1.0, abs(t)) + 1e-12
+        np.testing.assert_allclose(alpha, a0 + np.array([y[0], -y[1]]) * t, rtol=0, atol=1e-9 * max(1.0, abs(t)))
+        # in the box, up to LIBSVM's rounding (s - C_i for s = C_i + C_j rounded: an ulp past C_j)
+        assert np.all(alpha >= 0) and np.all(alpha <= Cb * (1 + 4e-16))
+        assert bool(nonpsd) == (quad < -_smo._NONPSD_RTOL * (QD[0] + QD[1]))
+        for k in range(2):  # the sides of the new multipliers
+            up = alpha[k] < Cb[k] if y[k] > 0 else alpha[k] > 0
+            low = alpha[k] > 0 if y[k] > 0 else alpha[k] < Cb[k]
+            assert side[k] == (_smo._UP if up else 0) | (_smo._LOW if low else 0)
+
+
 # -- gradient reconstruction ----------------------------------------------------------------------------
 def test_reconstruction_from_cached_rows_and_matvec():
     rng = np.random.default_rng(0)

@@ -44,8 +44,9 @@ import numpy as np
 from ..._jit import LazyJit
 from ..._progress import task
 from ...linalg import current_observer
-from ._smo import (_LOW, _S_CLOCK, _S_ITER, _S_MAXITER, _S_ROWS, _UP, TAU, SMOResult, _rho, _rho_nu, _RowCache, _start,
-                   _warm_start)
+from . import _smo
+from ._smo import (_LOW, _S_CLOCK, _S_ITER, _S_MAXITER, _S_ROWS, _UP, TAU, SMOResult, _pair_step, _rho, _rho_nu,
+                   _RowCache, _set_side, _start, _warm_start)
 
 __all__ = ["solve_batched", "working_set_size"]
 
@@ -79,12 +80,7 @@ def _inner(Kw, y, Cb, alpha, F, QD, tol, max_steps, nu, out):
     q = y.shape[0]
     side = np.zeros(q, dtype=np.int8)
     for t in range(q):
-        below = alpha[t] < Cb[t]
-        above = alpha[t] > 0
-        if y[t] > 0:
-            side[t] = (_UP if below else 0) | (_LOW if above else 0)
-        else:
-            side[t] = (_UP if above else 0) | (_LOW if below else 0)
+        _set_side(t, y, alpha, Cb, side)
     local_eps = tol
     steps = 0
     nonpsd = 0
@@ -133,65 +129,8 @@ def _inner(Kw, y, Cb, alpha, F, QD, tol, max_steps, nu, out):
         if diff < local_eps or j < 0 or steps >= max_steps:
             break
         steps += 1
-        Ci = Cb[i]
-        Cj = Cb[j]
-        ai_old = alpha[i]
-        aj_old = alpha[j]
-        quad = QD[i] + QD[j] - 2.0 * Kw[i, j]
-        if quad <= 0:
-            nonpsd += quad < -1e-6 * (QD[i] + QD[j])
-            quad = TAU
-        ai = ai_old
-        aj = aj_old
-        if y[i] != y[j]:
-            delta = (y[i] * F[i] + y[j] * F[j]) / quad
-            d0 = ai - aj
-            ai += delta
-            aj += delta
-            if d0 > 0:
-                if aj < 0:
-                    aj = 0.0
-                    ai = d0
-            elif ai < 0:
-                ai = 0.0
-                aj = -d0
-            if d0 > Ci - Cj:
-                if ai > Ci:
-                    ai = Ci
-                    aj = Ci - d0
-            elif aj > Cj:
-                aj = Cj
-                ai = Cj + d0
-        else:
-            delta = (y[j] * F[j] - y[i] * F[i]) / quad
-            s = ai + aj
-            ai -= delta
-            aj += delta
-            if s > Ci:
-                if ai > Ci:
-                    ai = Ci
-                    aj = s - Ci
-            elif aj < 0:
-                aj = 0.0
-                ai = s
-            if s > Cj:
-                if aj > Cj:
-                    aj = Cj
-                    ai = s - Cj
-            elif ai < 0:
-                ai = 0.0
-                aj = s
-        alpha[i] = ai
-        alpha[j] = aj
-        for t in (i, j):
-            below = alpha[t] < Cb[t]
-            above = alpha[t] > 0
-            if y[t] > 0:
-                side[t] = (_UP if below else 0) | (_LOW if above else 0)
-            else:
-                side[t] = (_UP if above else 0) | (_LOW if below else 0)
-        dai = (ai - ai_old) * y[i]
-        daj = (aj - aj_old) * y[j]
+        dai, daj, non_psd = _pair_step(i, j, Kw[i, j], y, F, alpha, Cb, QD, side)
+        nonpsd += non_psd
         for t in range(q):
             F[t] -= Kw[i, t] * dai + Kw[j, t] * daj
     out[1] = steps
@@ -258,11 +197,13 @@ def _select(F, side, y, exclude: np.ndarray, k: int, nu: bool) -> np.ndarray:
 
 
 def _compiled(name: str):
-    """The compiled function ``name``, ``prange`` being numba's when the module compiles."""
-    global prange
+    """The compiled function ``name``, ``prange`` being numba's and the SMO's pair step its compiled
+    one (:func:`~mercer.models.svm._smo._pair_step`) when the module compiles."""
+    global prange, _pair_step, _set_side
     if prange is range:
         from numba import prange as numba_prange
 
+        _pair_step, _set_side = _smo._jit("_pair_step"), _smo._jit("_set_side")
         prange = numba_prange
     return _jit(name)
 

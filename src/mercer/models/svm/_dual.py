@@ -45,22 +45,12 @@ TOL_MIN = 1e-12
 #: or ``"batched"`` (working sets); tests and benchmarks set it to compare the two.
 SOLVER = "auto"
 #: Fewest samples at which ``"auto"`` takes the batched working-set solver when the SMO loop computes
-#: its RBF rows itself (few features, CPU) or the rows are sparse products ...
+#: its RBF rows itself (few features, CPU) or the rows are sparse products (set by
+#: benchmarks/suites/svm.py --solver; figures in benchmarks/results/svm/solver-crossovers.md) ...
 BATCHED_MIN_INLOOP = 50_000
 #: ... and when kernel rows come from dense blocked products (many features, other kernels,
-#: precomputed Gram matrices, GPU).
+#: precomputed Gram matrices, GPU); below both the SMO runs, LIBSVM's iterates exactly.
 BATCHED_MIN_BLOCKED = 1_000
-# Measured (loaded 2-core machine, load ~10, one run with both solvers alternating, warm fits of
-# KernelSVC, RBF, C = 1; benchmarks/suites/svm.py --solver measures the same): batched / SMO fit time
-#   in-loop rows:  protein d = 9: 2.72 at n = 1,000, 1.38 at 5,000, 0.92-1.19 at 20,000, 0.92 at 50,000;
-#                  keggdirected d = 20: 2.54 at 5,000, 1.59 at 20,000
-#   blocked rows:  Fashion-MNIST d = 784, 2 classes: 0.71 at n = 1,000, 0.54 at 3,000;
-#                  10 classes (45 pairs of ~1,000): 0.84 at 5,000, 0.64 at 2,000 (pairs of ~400)
-#   sparse rows:   fortunes TF-IDF, 4,000 x 31,525, 2 classes: 1.14 (linear), 1.16 (RBF)
-# SMO's compiled loop computes a low-d RBF row in one pass where it is needed; the batched solver
-# wins where rows are blocked products (one GEMM for q / 2 rows instead of a return to Python for 64)
-# and, at low d, only from ~50,000 samples on 2 cores. Below 1,000 samples the SMO is kept: it
-# follows LIBSVM's iterates exactly (same support sets), the batched solver to within tol.
 
 
 def use_batched(n: int, inloop: bool) -> bool:

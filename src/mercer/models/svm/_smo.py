@@ -274,6 +274,70 @@ def _set_side(t, y, alpha, Cb, side):
 
 
 @_jit.mark
+def _pair_step(i, j, Kij, y, F, alpha, Cb, QD, side):
+    """One SMO step on the pair ``(i, j)``, as LIBSVM's Solver::solve: the two-variable subproblem
+    solved in closed form and clipped to the box ``[0, C]`` along ``y^T alpha = const``, with
+    LIBSVM's ``tau`` for non-positive curvature ``QD_i + QD_j - 2 K_ij`` (``Kij``: ``K_ij``).
+    Writes ``alpha[i], alpha[j]`` and their ``side``; returns ``(y_i dalpha_i, y_j dalpha_j,
+    non_psd)``, ``non_psd``: the curvature was negative beyond round-off (zero is a singular PSD
+    Gram: duplicate points). Shared by the SMO loop and the batched solver's inner SMO."""
+    Ci = Cb[i]
+    Cj = Cb[j]
+    ai_old = alpha[i]
+    aj_old = alpha[j]
+    quad = QD[i] + QD[j] - 2.0 * Kij
+    nonpsd = False
+    if quad <= 0:
+        nonpsd = quad < -_NONPSD_RTOL * (QD[i] + QD[j])
+        quad = TAU
+    ai = ai_old
+    aj = aj_old
+    if y[i] != y[j]:
+        delta = (y[i] * F[i] + y[j] * F[j]) / quad  # (-G_i - G_j) / quad
+        diff = ai - aj
+        ai += delta
+        aj += delta
+        if diff > 0:
+            if aj < 0:
+                aj = 0.0
+                ai = diff
+        elif ai < 0:
+            ai = 0.0
+            aj = -diff
+        if diff > Ci - Cj:
+            if ai > Ci:
+                ai = Ci
+                aj = Ci - diff
+        elif aj > Cj:
+            aj = Cj
+            ai = Cj + diff
+    else:
+        delta = (y[j] * F[j] - y[i] * F[i]) / quad  # (G_i - G_j) / quad
+        s = ai + aj
+        ai -= delta
+        aj += delta
+        if s > Ci:
+            if ai > Ci:
+                ai = Ci
+                aj = s - Ci
+        elif aj < 0:
+            aj = 0.0
+            ai = s
+        if s > Cj:
+            if aj > Cj:
+                aj = Cj
+                ai = s - Cj
+        elif ai < 0:
+            ai = 0.0
+            aj = s
+    alpha[i] = ai
+    alpha[j] = aj
+    _set_side(i, y, alpha, Cb, side)
+    _set_side(j, y, alpha, Cb, side)
+    return (ai - ai_old) * y[i], (aj - aj_old) * y[j], nonpsd
+
+
+@_jit.mark
 def _max_up(F, side, active, n_active):
     """The largest ``F`` on I_up and its sample (the last of equal ones, in active order)."""
     gmax = -np.inf
@@ -519,60 +583,12 @@ def _run(y, F, G_bar, alpha, Cb, QD, side, cache, slot_of, owner, last_used, act
         rows0 = st[_S_ROWS]
         Ci = Cb[i]
         Cj = Cb[j]
-        ai_old = alpha[i]
-        aj_old = alpha[j]
-        up_i = ai_old >= Ci
-        up_j = aj_old >= Cj
-        quad = QD[i] + QD[j] - 2.0 * Ki[j]
-        if quad <= 0:  # counted only when negative beyond round-off (zero: duplicate points, still PSD)
-            st[_S_NONPSD] += quad < -_NONPSD_RTOL * (QD[i] + QD[j])
-            quad = TAU
-        ai = ai_old
-        aj = aj_old
-        if y[i] != y[j]:
-            delta = (y[i] * F[i] + y[j] * F[j]) / quad  # (-G_i - G_j) / quad
-            diff = ai - aj
-            ai += delta
-            aj += delta
-            if diff > 0:
-                if aj < 0:
-                    aj = 0.0
-                    ai = diff
-            elif ai < 0:
-                ai = 0.0
-                aj = -diff
-            if diff > Ci - Cj:
-                if ai > Ci:
-                    ai = Ci
-                    aj = Ci - diff
-            elif aj > Cj:
-                aj = Cj
-                ai = Cj + diff
-        else:
-            delta = (y[j] * F[j] - y[i] * F[i]) / quad  # (G_i - G_j) / quad
-            s = ai + aj
-            ai -= delta
-            aj += delta
-            if s > Ci:
-                if ai > Ci:
-                    ai = Ci
-                    aj = s - Ci
-            elif aj < 0:
-                aj = 0.0
-                ai = s
-            if s > Cj:
-                if aj > Cj:
-                    aj = Cj
-                    ai = s - Cj
-            elif ai < 0:
-                ai = 0.0
-                aj = s
-        alpha[i] = ai
-        alpha[j] = aj
-        _set_side(i, y, alpha, Cb, side)
-        _set_side(j, y, alpha, Cb, side)
-        dai = (ai - ai_old) * y[i]
-        daj = (aj - aj_old) * y[j]
+        up_i = alpha[i] >= Ci
+        up_j = alpha[j] >= Cj
+        dai, daj, nonpsd = _pair_step(i, j, Ki[j], y, F, alpha, Cb, QD, side)
+        st[_S_NONPSD] += nonpsd
+        ai = alpha[i]
+        aj = alpha[j]
         # the gradient update, which also finds the next iteration's maximal violator
         gmax = -np.inf
         imax = -1
