@@ -14,7 +14,7 @@ from threadpoolctl import threadpool_limits
 import mercer.kmeans._fused as fused
 from mercer._backend import num_threads
 from mercer.kmeans import lloyd
-from mercer.kmeans._lloyd import _column_means, _row_sq_norms
+from mercer.kmeans._lloyd import _centred
 from mercer.models.cluster import KMeans
 
 
@@ -28,9 +28,7 @@ def _lloyd(X, C0, w=None, *, fused_pass=True, rows=4096, max_iter=300, rel_tol=1
     """mercer's Lloyd on centred data, as the estimator runs it (centres moved back): the compiled
     passes (``kw``: ``bounds``, ``gemm``, ``threads`` of :func:`lloyd_fused`) or the torch ones."""
     Xt = torch.tensor(X)
-    mean = _column_means(Xt)  # (the estimator's centring: its numbers, bit for bit)
-    Xc = Xt - mean
-    x_sq = _row_sq_norms(Xc)
+    mean, Xc, x_sq = _centred(Xt, False, compiled=True)  # (the estimator's centring: its numbers, bit for bit)
     tol = rel_tol * float(x_sq.sum(dtype=torch.float64)) / Xc.numel()
     wt = None if w is None else torch.tensor(w, dtype=Xt.dtype)
     C0 = torch.tensor(C0) - mean
@@ -200,3 +198,40 @@ def test_thread_rule():
     assert fused.fused_threads(10**6, 50, 8, False) == min(torch.get_num_threads(), fused._MAX_CHUNKS)
     rows = fused.chunk_rows(10**6, 50, 784, True)
     assert rows >= 256 and (10**6 / rows) * 50 * 784 * 8 <= fused.KMEANS_MAX_CHUNK_BYTES * 1.01
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("layout", ["C", "F", "strided"])
+def test_centre_any_layout(dtype, layout):
+    """The compiled centring: numpy's column means and centred rows (C order) with their squared
+    norms, for rows in any memory layout; in place only where asked and possible."""
+    X = np.random.default_rng(0).normal(3.0, 2.0, (1100, 7)).astype(dtype)
+    X = {"C": X, "F": np.asfortranarray(X), "strided": X[::2, 1:6]}[layout]
+    orig = X.copy()
+    mean, Xc, x_sq = fused.centre(X)
+    rtol = 1e-5 if dtype == np.float32 else 1e-13
+    np.testing.assert_allclose(mean, X.mean(0, dtype=np.float64), rtol=rtol)
+    np.testing.assert_allclose(Xc, X - mean, rtol=0, atol=0)
+    np.testing.assert_allclose(x_sq, (Xc.astype(np.float64) ** 2).sum(1), rtol=rtol)
+    assert Xc.flags.c_contiguous and Xc.dtype == x_sq.dtype == mean.dtype == dtype
+    np.testing.assert_array_equal(X, orig)  # not in place unless asked
+    Y = X.copy(order="K")
+    _, Yc, _ = fused.centre(Y, in_place=True)
+    assert np.shares_memory(Y, Yc) == Y.flags.c_contiguous
+    np.testing.assert_array_equal(Yc, Xc)
+
+
+def test_estimator_reads_user_rows_in_place(breast_cancer):
+    """A float64 numpy X is read where it lies (no copy before centring), never written: read-only
+    and Fortran-ordered X give the C-ordered fit's numbers."""
+    X, C0 = _problem(breast_cancer[0], 12)
+    ref = KMeans(12, init=C0, n_init=1).fit(X.copy())
+    ro = X.copy()
+    ro.flags.writeable = False
+    for Xv in (ro, np.asfortranarray(X)):
+        before = Xv.copy()
+        est = KMeans(12, init=C0, n_init=1).fit(Xv)
+        np.testing.assert_array_equal(Xv, before)
+        np.testing.assert_array_equal(est.labels_, ref.labels_)
+        np.testing.assert_allclose(est.cluster_centers_, ref.cluster_centers_, rtol=0, atol=1e-12)
+        assert est.inertia_ == pytest.approx(ref.inertia_, rel=1e-13)

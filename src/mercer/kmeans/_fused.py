@@ -47,8 +47,8 @@ from .._jit import LazyJit
 from .._progress import task
 from ..linalg import KMEANS_BLOCK_BYTES, KMEANS_MAX_CHUNK_BYTES
 
-__all__ = ["GEMM_MIN_CLUSTERS_FOR_BOUNDS", "GEMM_MIN_WORK", "LOOP_MIN_CLUSTERS_FOR_BOUNDS", "chunk_rows", "fused_threads",
-           "lloyd_fused", "uses_gemm"]
+__all__ = ["GEMM_MIN_CLUSTERS_FOR_BOUNDS", "GEMM_MIN_WORK", "LOOP_MIN_CLUSTERS_FOR_BOUNDS", "centre", "chunk_rows",
+           "fused_threads", "lloyd_fused", "uses_gemm"]
 
 log = logging.getLogger(__name__)
 
@@ -335,6 +335,53 @@ def _own_sq(X, C, labels, lo, hi, out):
     """``out[i] = |x_i - c_{labels_i}|^2`` (by subtraction) for the rows ``lo:hi``."""
     for i in range(lo, hi):
         out[i] = _sq_dist(X[i], C[labels[i]])
+
+
+@_jit.mark
+def _weighted_own_sq(X, C, labels, w, lo, hi):
+    """``sum w_i |x_i - c_{labels_i}|^2`` (by subtraction) over the rows ``lo:hi``."""
+    s = 0.0
+    for i in range(lo, hi):
+        s += w[i] * _sq_dist(X[i], C[labels[i]])
+    return s
+
+
+@_jit.mark
+def _column_sums(X, out):
+    """``out``: the column sums of ``X`` (any layout; float64), read in the order of its memory,
+    each summed in blocks of 512 rows (a block's sum then added: less round-off than one running
+    sum)."""
+    n, d = X.shape
+    out[:] = 0.0
+    part = np.empty(d)
+    if X.strides[0] < X.strides[1]:  # columns in consecutive memory: one column at a time
+        for t in range(d):
+            for s in range(0, n, 512):
+                p = 0.0
+                for i in range(s, min(s + 512, n)):
+                    p += X[i, t]
+                out[t] += p
+        return
+    for s in range(0, n, 512):
+        part[:] = 0.0
+        for i in range(s, min(s + 512, n)):
+            for t in range(d):
+                part[t] += X[i, t]
+        out += part
+
+
+@_jit.mark(fastmath={"reassoc", "contract"})
+def _centre_rows(X, mean, out, x_sq, lo, hi):
+    """Rows ``lo:hi``: ``out = X - mean`` (``out`` may be ``X``) and ``x_sq``, their squared norms
+    (summed in float64)."""
+    d = X.shape[1]
+    for i in range(lo, hi):
+        s = 0.0
+        for t in range(d):
+            v = X[i, t] - mean[t]
+            out[i, t] = v
+            s += np.float64(v) * np.float64(v)
+        x_sq[i] = s
 
 
 @_jit.mark
@@ -676,7 +723,12 @@ class _State:
         return out
 
     def inertia(self) -> float:
-        return float(self.w @ self.own_sq())
+        """``sum w_i |x_i - c_{labels_i}|^2`` (by subtraction), added chunk by chunk in order."""
+        n, d = self.X.shape
+        own = _jit("_weighted_own_sq")
+        parts = self._drain(lambda c, t: own(self.X, self.C, self.labels, self.w, *self.chunks[c]),
+                            list(range(len(self.chunks))), max(1, n * (d + 4) // _CHUNK_WORK))
+        return float(math.fsum(parts))
 
     def update(self) -> float:
         """The new centres: the clusters' means, an empty cluster re-seeded as
@@ -700,6 +752,20 @@ class _State:
         shift = _jit("_means")(sums, weights, members, self.C, C_new, self.move)
         self.C = C_new
         return shift
+
+
+def centre(X: np.ndarray, in_place: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(mean, X - mean, |X - mean|^2 by row)`` of a float array ``X`` (n, d) of any layout, in two
+    compiled reads of ``X``: the column means, then the centred rows (C order; written into ``X``
+    itself when ``in_place`` and ``X`` is C-contiguous) with their squared norms."""
+    n, d = X.shape
+    sums = np.empty(d)
+    _jit("_column_sums")(X, sums)
+    mean = (sums / max(n, 1)).astype(X.dtype)
+    out = X if in_place and X.flags.c_contiguous and X.flags.writeable else np.empty((n, d), dtype=X.dtype)
+    x_sq = np.empty(n, dtype=X.dtype)
+    _jit("_centre_rows")(X, mean, out, x_sq, 0, n)
+    return mean, out, x_sq
 
 
 def lloyd_fused(X: torch.Tensor, x_sq: torch.Tensor, centers: torch.Tensor, *, rows: int, sample_weight=None,

@@ -12,14 +12,13 @@ import logging
 import math
 import warnings
 
-import numpy as np
 import torch
 from sklearn.exceptions import ConvergenceWarning
 
 from .._backend import row_sq_norms
 from .._progress import task
 from .._sparse import is_sparse, plan_features
-from ._fused import lloyd_fused
+from ._fused import centre, lloyd_fused
 from ._passes import MIN_CLUSTERS_FOR_BOUNDS, block_rows, own_sq, top2
 from ._seeding import seed_indices
 
@@ -153,8 +152,7 @@ def lloyd(X: torch.Tensor, x_sq: torch.Tensor, centers: torch.Tensor, *, rows: i
     fused, no ``n x k`` block); ``fused=False`` forces the torch passes, which run everywhere.
     """
     if fused is None:  # (sparse rows: the torch passes, on their sparse products)
-        fused = X.device.type == "cpu" and X.dtype in (torch.float32, torch.float64) and report is None \
-            and not is_sparse(X)
+        fused = _compiled(X, report)
     if fused:
         C, labels, inertia, it, strict = lloyd_fused(X, x_sq, centers, rows=rows, sample_weight=sample_weight,
                                                      max_iter=max_iter, tol=tol, bounds=bounds)
@@ -199,25 +197,21 @@ def lloyd(X: torch.Tensor, x_sq: torch.Tensor, centers: torch.Tensor, *, rows: i
 
 
 # -- the driver ------------------------------------------------------------------------------------
-def _on_numpy(X: torch.Tensor) -> bool:
-    """Dense float rows in CPU memory, which numpy's reductions read in place."""
-    return X.device.type == "cpu" and X.dtype in (torch.float32, torch.float64) and X.is_contiguous() \
-        and not X.requires_grad
+def _compiled(X, report) -> bool:
+    """Whether :func:`lloyd` runs the compiled passes on ``X`` (dense float rows in CPU memory, no
+    ``report``); the data are then centred by compiled passes too (:func:`mercer.kmeans._fused.centre`)."""
+    return X.device.type == "cpu" and X.dtype in (torch.float32, torch.float64) and report is None \
+        and not is_sparse(X) and X.layout == torch.strided
 
 
-def _column_means(X: torch.Tensor) -> torch.Tensor:
-    """``X.mean(0)``; on the CPU numpy's (scikit-learn's), 0.3x torch's time on 327,346 x 9 (a reduction
-    across rows, which torch runs as a strided loop)."""
-    return torch.from_numpy(X.numpy().mean(0)) if _on_numpy(X) else X.mean(0)
-
-
-def _row_sq_norms(X: torch.Tensor) -> torch.Tensor:
-    """``|x|^2`` of every row; on the CPU numpy's ``einsum`` (0.4x ``vector_norm(X, dim=1).square()``'s
-    time on 327,346 x 9, and no square root to round)."""
-    if _on_numpy(X):
-        Xn = X.numpy()
-        return torch.from_numpy(np.einsum("ij,ij->i", Xn, Xn))
-    return row_sq_norms(X)
+def _centred(X: torch.Tensor, overwrite: bool, compiled: bool):
+    """``(mean, X - mean, squared row norms)``; ``X`` itself centred when ``overwrite``."""
+    if compiled:  # two reads of X (any strides), the centred rows written in C order
+        mean, Xc, x_sq = centre(X.detach().numpy(), in_place=overwrite)
+        return torch.from_numpy(mean), torch.from_numpy(Xc), torch.from_numpy(x_sq)
+    mean = X.mean(0)
+    Xc = X.sub_(mean) if overwrite else X - mean
+    return mean, Xc, row_sq_norms(Xc)
 
 
 def kmeans(X: torch.Tensor, n_clusters: int, *, memory_budget: int, init="k-means++", n_init: int = 1,
@@ -266,9 +260,7 @@ def kmeans(X: torch.Tensor, n_clusters: int, *, memory_budget: int, init="k-mean
         var = (x_sq.sum(dtype=torch.float64) - (X.col_sums().to(torch.float64) ** 2).sum() / n) / (n * d)
         tol_abs = float(var) * tol if tol else 0.0
     else:
-        mean = _column_means(X)
-        Xc = X.sub_(mean) if overwrite_x else X - mean
-        x_sq = _row_sq_norms(Xc)
+        mean, Xc, x_sq = _centred(X, overwrite_x, _compiled(X, None if report is _silent else report))
         # mean per-feature variance: the mean squared norm of the centred rows over d (X.var(0) is slow)
         tol_abs = float(x_sq.sum(dtype=torch.float64)) / (n * d) * tol if tol else 0.0
     dp = plan_features(Xc)  # sparse rows: blocks from the non-zeros (the centres are dense: k d)

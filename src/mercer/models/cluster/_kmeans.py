@@ -160,9 +160,9 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ke
             w = sample_weights(self, sample_weight, n, self._dtype, self._device)
             result = self._run_streamed(Xv, init, n_init, w)
         else:
-            Xt = self._tensor(Xv)
+            Xt, owned = self._fit_tensor(Xv)
             w = sample_weights(self, sample_weight, n, Xt.dtype, Xt.device)
-            result = self._run(Xv, Xt, init, n_init, w)
+            result = self._run(Xv, Xt, init, n_init, w, owned)
         self._centers = result.centers
         self.cluster_centers_ = as_output(self._centers, X)
         self.labels_ = as_output(result.labels, X)
@@ -191,14 +191,25 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ke
                                generator=make_generator(self.random_state), owner=type(self).__name__,
                                report=_print if self.verbose else None)
 
-    def _run(self, Xv, Xt, init, n_init: int, w):
+    def _fit_tensor(self, Xv):
+        """``(tensor, owned)``: ``Xv`` itself, read-only, where it is a CPU numpy array of the fit's
+        dtype (the k-means driver then writes its centred copy in one pass), else a copy that the
+        fit owns (``owned``: it may be centred in place)."""
+        if isinstance(Xv, np.ndarray) and self._device.type == "cpu" \
+                and Xv.dtype == np.dtype(str(self._dtype).removeprefix("torch.")):
+            with warnings.catch_warnings():  # (a read-only array: kmeans() never writes to X it does not own)
+                warnings.simplefilter("ignore", UserWarning)
+                return torch.from_numpy(Xv), False
+        return self._tensor(Xv), True
+
+    def _run(self, Xv, Xt, init, n_init: int, w, owned: bool = True):
         """The k-means runs; a callable ``init`` is called once per run (the best run is kept)."""
         owner = type(self).__name__
         kw = dict(max_iter=self.max_iter, tol=float(self.tol), sample_weight=w, n_local_trials=self.n_local_trials,
                   generator=make_generator(self.random_state),  # CPU draws: the same seeds on every device
                   memory_budget=self._budget, owner=owner, bounds=True if self.algorithm == "elkan" else None,
                   report=_print if self.verbose else None)
-        if not callable(init):  # one call: it may centre its own copy of X (to_tensor's) in place
+        if owned and not callable(init):  # one call: it may centre its own copy of X (to_tensor's) in place
             kw["overwrite_x"] = True
         if isinstance(init, str):
             return kmeans(Xt, int(self.n_clusters), init=init, n_init=n_init, **kw)
