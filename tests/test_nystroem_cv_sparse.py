@@ -64,7 +64,7 @@ def test_regressor_learns_what_the_dense_fit_learns(data, objective, kernel):
     kw = dict(KW, kernel=k, objective=objective)
     a = NystroemKernelRidgeCV(**kw).fit(X, y, sample_weight=sw)
     b = NystroemKernelRidgeCV(**kw).fit(X.toarray(), y, sample_weight=sw)
-    assert a.n_evals_ > 2 and a.cv_error_ < a.objective_path_[0]  # it learned something
+    assert a.n_evals_ >= 2 and a.cv_error_ < a.objective_path_[0]  # it learned something (the start and a step)
     assert isinstance(a.centers_, SparseRows) and isinstance(a.estimator_.centers_, SparseRows)
     np.testing.assert_array_equal(a.centers_.to_dense().numpy(), b.centers_.numpy())
     assert abs(a.cv_error_ - b.cv_error_) <= RTOL * abs(b.cv_error_)

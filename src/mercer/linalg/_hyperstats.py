@@ -24,8 +24,7 @@ product of ``K_b`` with its adjoint
 
 (and of the block's diagonal with ``sum_g g_{k,g} w_{g,b}``) is accumulated into the gradients with
 respect to ``theta`` and ``Z``: two passes per objective and gradient, whatever the number of
-hyperparameters (ARD: one per feature) or of centres' coordinates. The adjoint is one product
-``K_b [G_{A,0} + G_{A,0}^T, ...]`` for all weight columns. For ``RBF`` and ``c * RBF`` (one gamma or
+hyperparameters (ARD: one per feature) or of centres' coordinates. For ``RBF`` and ``c * RBF`` (one gamma or
 ARD) the vector-Jacobian product is written out (:class:`_RBFGradient`: one ``m x d`` product per
 block, no autograd graph); on sparse rows (:class:`~mercer._sparse.SparseRows` blocks and centres, the
 centres fixed) ``RBF`` and ``c * RBF`` with one gamma take the same closed form from squared distances
@@ -248,14 +247,12 @@ class _Pass:
         return gram, rhs, colsum, kdiag
 
     def _adjoint(self, K64, Yb, Wd, GA, gb, gc):
-        """The tile's adjoint ``sum_g W_g (K GA_g + Y gb_g^T + 1 gc_g^T)`` (float64), one product for all g."""
-        g = GA.shape[0]
+        """The tile's adjoint ``sum_g W_g (K GA_g + Y gb_g^T + 1 gc_g^T)`` (float64): per weight column,
+        ``1 gc^T + Y gb^T`` then ``K GA`` accumulated into it in place (no other ``block x m`` temporary)."""
         Y64 = Yb.to(torch.float64)
-        KG = K64 @ (GA[0] if g == 1 else torch.cat(list(GA), 1))
         bar = None
-        for j in range(g):
-            part = KG[:, j * GA.shape[1]:(j + 1) * GA.shape[1]] if g > 1 else KG
-            part = torch.addmm(part + gc[j], Y64, gb[j].mT)
+        for j in range(GA.shape[0]):
+            part = torch.addmm(gc[j], Y64, gb[j].mT).addmm_(K64, GA[j])
             if not self.ones:
                 part = part.mul_(Wd[:, j, None])
             bar = part if bar is None else bar.add_(part)

@@ -105,15 +105,26 @@ def chol_with_jitter(K: torch.Tensor) -> torch.Tensor:
 
 
 class _Objective:
-    """Wraps the torch loss: numpy theta in, (loss, gradient) out; failures become a large loss."""
+    """Wraps the torch loss: numpy theta in, (loss, gradient) out; failures become a large loss.
+    A call at the point of the previous call returns its result without evaluating again (the
+    start is evaluated before the optimiser, whose first call is the start)."""
 
     def __init__(self, loss_fn, dtype, device, bar=None):
         self.loss_fn, self.dtype, self.device = loss_fn, dtype, device
         self.n_evals = 0
         self.bar = bar  # a progress handle (mercer._progress.task): evaluations and the best loss
         self.best = math.inf
+        self._last = None  # (x, loss, gradient) of the previous call
 
     def __call__(self, x: np.ndarray):
+        x = np.asarray(x, dtype=np.float64)
+        if self._last is not None and np.array_equal(self._last[0], x):
+            return self._last[1], self._last[2].copy()
+        f, g = self._evaluate(x)
+        self._last = (x.copy(), f, g.copy())
+        return f, g
+
+    def _evaluate(self, x: np.ndarray):
         self.n_evals += 1
         t = torch.tensor(x, dtype=self.dtype, device=self.device, requires_grad=True)
         try:
