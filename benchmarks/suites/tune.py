@@ -27,6 +27,12 @@ extra memory does not grow with n.
 
     python benchmarks/suites/tune.py --quick      # elevators, 3,000 rows, M = 100
     python benchmarks/suites/tune.py --data elevators pol
+    python benchmarks/suites/tune.py --data pol bike --no-memory --tag uci-a   # -> history/uci-a.*
+    python benchmarks/suites/tune.py --merge uci-a uci-b    # latest.* from history/uci-a.*, uci-b.*
+
+``--merge`` joins runs made one or two sets at a time (``--tag``) into ``latest``: their rows, each
+run's command, machine and load; a memory part from the tagged runs, else the one ``latest`` had
+(with the command that made it).
 
 Results: ``benchmarks/results/tune/latest.{json,md}`` (``quick.*`` with ``--quick``).
 """
@@ -212,6 +218,33 @@ def memory_rows(args):
     return rows
 
 
+_UCI_COLUMNS = ["data", "n_train", "d", "M", "model", "rmse", "nlpd", "fit_s", "x best peer", "cpu_s", "cpu x best peer",
+                "notes"]
+
+
+def merge(args):
+    """``latest.*`` from the tagged runs ``args.merge`` (see the module docstring)."""
+    runs = [json.loads((Path(args.out) / "history" / f"{tag}.json").read_text()) for tag in args.merge]
+    rows = [r for run in runs for r in run["parts"].get("uci", [])]
+    memory = next((run for run in runs if "memory" in run["parts"]), None)
+    if memory is None:
+        try:
+            memory = json.loads((Path(args.out) / "latest.json").read_text())
+            memory = memory if "memory" in memory["parts"] else None
+        except (OSError, ValueError, KeyError):
+            memory = None
+    runs_md = "\n".join(f"- `{run['command']}` (git {run['git']}; load {run['load']}; {run['machine']})" for run in runs)
+    parts, text = {"uci": rows}, f"Runs merged (one process each; ratios within a set come from one run):\n\n{runs_md}\n\n"
+    text += markdown_table(rows, _UCI_COLUMNS)
+    if memory is not None:
+        parts["memory"] = memory["parts"]["memory"]
+        text += f"\n\nMemory part, from `{memory['command']}` (git {memory['git']}):\n\n" + markdown_table(parts["memory"])
+    print(text)
+    write_results(args, {"merged": [{"command": r["command"], "git": r["git"], "load": r["load"], "machine": r["machine"]}
+                                    for r in runs], "parts": parts},
+                  text, title="Hyperparameters learned at the scale of the fit")
+
+
 def main(argv=None):
     p = suite_parser("tune", __doc__.splitlines()[0], refs=("sklearn", "gpytorch"), data=("uci",),
                      quick="elevators only, 3,000 training rows, M = 100, 20 iterations; memory at n = 5,000 and 20,000")
@@ -225,7 +258,11 @@ def main(argv=None):
     p.add_argument("--gpytorch-iter", type=int, default=50, help="Adam iterations (the tutorial's 50)")
     p.add_argument("--memory-n", type=int, nargs="+", default=None, help="n of the memory part (default 25000 100000)")
     p.add_argument("--no-memory", dest="memory", action="store_false")
+    p.add_argument("--merge", nargs="+", metavar="TAG", default=None,
+                   help="write latest.* from the runs history/TAG.json (made with --tag); runs nothing")
     args = parse_suite_args(p, argv)
+    if args.merge:
+        return merge(args)
     args.data = args.data or (["elevators"] if args.quick else SETS)
     args.n_train = args.n_train or (3000 if args.quick else 10**9)
     args.centers = args.centers or (100 if args.quick else 500)
@@ -243,8 +280,7 @@ def main(argv=None):
             for name in args.data:
                 rows += rows_for(name, args)
         parts["uci"] = rows
-        tables.append(markdown_table(rows, ["data", "n_train", "d", "M", "model", "rmse", "nlpd", "fit_s", "x best peer",
-                                            "cpu_s", "cpu x best peer", "notes"]))
+        tables.append(markdown_table(rows, _UCI_COLUMNS))
     if args.memory:
         parts["memory"] = memory_rows(args)
         tables.append(markdown_table(parts["memory"]))
