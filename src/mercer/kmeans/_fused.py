@@ -71,6 +71,11 @@ LOOP_MIN_CLUSTERS_FOR_BOUNDS = 8
 #: below 8, d = 400 k = 4 0.73, d = 784 k = 4 1.03, k = 2 0.96.
 GEMM_MIN_CLUSTERS_FOR_BOUNDS = 8
 
+#: Above this fraction of a chunk's rows flagged by their moved bounds on the last pass, its next
+#: bounds' check computes every row's distance to its own centre (:func:`_check_tight`) instead of
+#: those of the flagged rows behind a branch (:func:`_check`); see benchmarks/results/cluster/notes.md.
+_TIGHT_FLAGGED = 0.25
+
 #: Rows per GEMM block (the (k, rows) distance block and the running minima stay in cache).
 _GEMM_ROWS = 1024
 
@@ -172,31 +177,28 @@ def _sq_dist(x, c):
 
 
 @_jit.mark
-def _check(X, C, move, half_sep, margin, labels, u, l, lo, hi, first, bounds, todo):
+def _check(X, C, move, half_sep, margin, labels, u, l, lo, hi, todo):
     """Moves the bounds of the rows ``lo:hi`` by the centres' last shifts and lists in ``todo``
-    the rows whose label they do not prove (every row when ``first`` or not ``bounds``); returns
-    how many. ``move = (shift..., top, second, argtop)``.
+    the rows whose label they do not prove; returns how many, and how many of the moved bounds
+    failed. ``move = (shift..., top, second, argtop)``.
 
     Two loops: the first moves every bound and flags (in ``todo``) the rows whose moved bounds
     fail, without a branch (it vectorises); the second re-checks a flagged row with its exact
-    distance to its own centre (O(d)) and lists it when that fails too. (Against one loop with
-    the distance behind a branch, k = 8, d = 9, 327,346 rows, a loaded machine: 0.5-1.1x the wall
-    time, the same CPU time, 3.0-3.5 ms a pass; the first loop alone takes 1.0-1.4 ms.)"""
+    distance to its own centre (O(d)) and lists it when that fails too."""
     k = C.shape[0]
-    if first or not bounds:
-        for i in range(lo, hi):
-            todo[i - lo] = i
-        return hi - lo
     k1 = int(move[k + 2])
     top = move[k]
     second = move[k + 1]
+    f = 0
     for i in range(lo, hi):
         a = labels[i]
         ui = u[i] + move[a]
         li = l[i] - (second if a == k1 else top)
         u[i] = ui
         l[i] = li
-        todo[i - lo] = ui > max(li, half_sep[a]) - margin
+        fail = ui > max(li, half_sep[a]) - margin
+        todo[i - lo] = fail
+        f += fail
     m = 0
     for p in range(hi - lo):  # todo[m] with m <= p: a flag is read before its slot is written
         if todo[p]:
@@ -207,6 +209,54 @@ def _check(X, C, move, half_sep, margin, labels, u, l, lo, hi, first, bounds, to
             if ui > max(l[i], half_sep[a]) - margin:
                 todo[m] = i
                 m += 1
+    return m, f
+
+
+@_jit.mark(fastmath={"reassoc", "contract"})
+def _check_tight(X, C, move, half_sep, margin, labels, u, l, lo, hi, todo):
+    """:func:`_check` for rows whose moved bounds mostly fail: the exact distance of every row to
+    its own centre becomes ``u``, without a branch (no moved upper bound to test first); returns
+    the same two counts."""
+    k = C.shape[0]
+    d = X.shape[1]
+    k1 = int(move[k + 2])
+    top = move[k]
+    second = move[k + 1]
+    m = 0
+    f = 0
+    for i in range(lo, hi):
+        a = labels[i]
+        li = l[i] - (second if a == k1 else top)
+        l[i] = li
+        s = 0.0
+        for t in range(d):
+            e = np.float64(X[i, t]) - np.float64(C[a, t])
+            s += e * e
+        ui = math.sqrt(s)
+        thr = max(li, half_sep[a]) - margin
+        f += u[i] + move[a] > thr
+        u[i] = ui
+        todo[m] = i
+        m += ui > thr
+    return m, f
+
+
+@_jit.mark
+def _check_chunk(X, C, move, half_sep, margin, labels, u, l, lo, hi, first, bounds, todo, flagged, c):
+    """The rows of chunk ``c`` (``lo:hi``) whose labels the bounds do not prove, listed in ``todo``
+    (every row on the ``first`` pass or without ``bounds``); returns how many. :func:`_check_tight`
+    where the chunk's moved bounds failed for more than :data:`_TIGHT_FLAGGED` of its rows on the
+    last pass (``flagged[c]``, updated), else :func:`_check`."""
+    if first or not bounds:
+        for i in range(lo, hi):
+            todo[i - lo] = i
+        flagged[c] = hi - lo
+        return hi - lo
+    if flagged[c] > _TIGHT_FLAGGED * (hi - lo):
+        m, f = _check_tight(X, C, move, half_sep, margin, labels, u, l, lo, hi, todo)
+    else:
+        m, f = _check(X, C, move, half_sep, margin, labels, u, l, lo, hi, todo)
+    flagged[c] = f
     return m
 
 
@@ -437,8 +487,8 @@ def _means(sums, weights, members, C, C_new, move):
 
 @_jit.mark
 def _chunks_pass(X, x_sq, w, C, Ct2, c_sq, half_sep, move, margin_sq, tie_c, margin, labels, u, l, todo, first, bounds,
-                 XT, acc, m1, m2, i1, dsums, dweights, dmembers, dirty, starts, c0, c1, listed, changed):
-    """The assignment pass (:func:`_check`, then :func:`_settle`) over the chunks ``c0:c1`` (``starts``:
+                 XT, acc, m1, m2, i1, dsums, dweights, dmembers, dirty, flagged, starts, c0, c1, listed, changed):
+    """The assignment pass (:func:`_check_chunk`, then :func:`_settle`) over the chunks ``c0:c1`` (``starts``:
     their first rows, then ``n``), each writing its changes to the sums into its own buffers (reset
     first where ``dirty``); ``listed[c]`` and ``changed[c]``: the rows chunk ``c`` listed and the
     labels it changed. One call for many chunks: a pass over a thread's share costs one call from
@@ -451,7 +501,7 @@ def _chunks_pass(X, x_sq, w, C, Ct2, c_sq, half_sep, move, margin_sq, tie_c, mar
             dweights[c].fill(0.0)
             dmembers[c].fill(0)
         t = todo[lo:hi]
-        m = _check(X, C, move, half_sep, margin, labels, u, l, lo, hi, first, bounds, t)
+        m = _check_chunk(X, C, move, half_sep, margin, labels, u, l, lo, hi, first, bounds, t, flagged, c)
         ch = _settle(X, x_sq, w, C, Ct2, c_sq, margin_sq, tie_c, t, m, labels, u, l, bounds, XT, acc, m1, m2, i1,
                      dsums[c], dweights[c], dmembers[c])
         dirty[c] = ch > 0
@@ -478,8 +528,8 @@ _STRICT, _TOL, _MAX_ITER, _EMPTY, _PAUSE = 0, 1, 2, 3, 4
 
 @_jit.mark
 def _serial_passes(X, x_sq, w, C, C_new, Ct2, c_sq, half_sep, move, margin_sq, data_sq, labels, u, l, todo, bounds,
-                   XT, acc, m1, m2, i1, sums, weights, members, dsums, dweights, dmembers, dirty, starts, it, max_iter,
-                   tol):
+                   XT, acc, m1, m2, i1, sums, weights, members, dsums, dweights, dmembers, dirty, flagged, starts, it,
+                   max_iter, tol):
     """Lloyd's iterations ``it + 1, it + 2, ...`` on the calling thread, each one pass over the
     chunks (``starts``: their first rows, then ``n``) in the order of :meth:`_State.run_pass` (so the
     same numbers) and the centre update of :meth:`_State.update`, without returning to Python
@@ -506,7 +556,7 @@ def _serial_passes(X, x_sq, w, C, C_new, Ct2, c_sq, half_sep, move, margin_sq, d
         tie_c = margin_sq * c_sq.max()
         margin = math.sqrt(margin_sq * data_sq + tie_c)
         _chunks_pass(X, x_sq, w, C, Ct2, c_sq, half_sep, move, margin_sq, tie_c, margin, labels, u, l, todo, first,
-                     bounds, XT, acc, m1, m2, i1, dsums, dweights, dmembers, dirty, starts, 0, nc, chunk_listed,
+                     bounds, XT, acc, m1, m2, i1, dsums, dweights, dmembers, dirty, flagged, starts, 0, nc, chunk_listed,
                      chunk_changed)
         changed = chunk_changed.sum()
         listed = chunk_listed.sum()
@@ -576,6 +626,7 @@ class _State:
         self.starts = np.array([lo for lo, _ in self.chunks] + [n], dtype=np.int64)  # chunk boundaries
         self.chunk_listed = np.zeros(nc, dtype=np.int64)  # rows each chunk listed, labels it changed (last pass)
         self.chunk_changed = np.zeros(nc, dtype=np.int64)
+        self.flagged = np.zeros(nc, dtype=np.int64)  # rows whose moved bounds failed, per chunk (last pass)
         self.C_next = None  # the next centres of serial_passes
 
     def pass_work(self, every: bool) -> int:
@@ -621,7 +672,7 @@ class _State:
         _jit("_geometry")(self.C, self.Ct2, self.c_sq, self.half_sep)
         tie_c = self.margin_sq * float(self.c_sq.max())  # the expansion's round-off: margin_sq (|x|^2 + max |c|^2)
         margin = math.sqrt(self.margin_sq * self.data_sq + tie_c)
-        check, settle = _jit("_check"), _jit("_settle")
+        check, settle = _jit("_check_chunk"), _jit("_settle")
         every = first or not bounds  # every row is recomputed: GEMM blocks are slices of X
 
         threads = self.pass_threads(every)
@@ -635,7 +686,7 @@ class _State:
 
             def group(g, t):
                 chunks_pass(*args, self.XT[t], self.acc[t], self.m1[t], self.m2[t], self.i1[t], self.dsums, self.dweights,
-                            self.dmembers, self.dirty, self.starts, cuts[g], cuts[g + 1], self.chunk_listed,
+                            self.dmembers, self.dirty, self.flagged, self.starts, cuts[g], cuts[g + 1], self.chunk_listed,
                             self.chunk_changed)
 
             self._drain(group, list(range(groups)), threads)
@@ -653,7 +704,7 @@ class _State:
                 self.dmembers[c].fill(0)
             todo = self.todo[lo:hi]
             m = check(self.X, self.C, self.move, self.half_sep, margin, self.labels, self.u, self.l, lo, hi, first,
-                      bounds, todo)
+                      bounds, todo, self.flagged, c)
             if self.gemm_rows is not None:
                 dense = every or 2 * m > hi - lo  # then the GEMM takes the whole chunk (a slice, no gather)
                 if dense and m < hi - lo:
@@ -687,7 +738,7 @@ class _State:
             self.X, self.x_sq, self.w, self.C, self.C_next, self.Ct2, self.c_sq, self.half_sep, self.move,
             self.margin_sq, self.data_sq, self.labels, self.u, self.l, self.todo, bounds, self.XT[0], self.acc[0],
             self.m1[0], self.m2[0], self.i1[0], self.sums, self.weights, self.members, self.dsums, self.dweights,
-            self.dmembers, self.dirty, self.starts, it, max_iter, tol)
+            self.dmembers, self.dirty, self.flagged, self.starts, it, max_iter, tol)
         self.computed += total
         return it, status, changed, shift
 
