@@ -396,11 +396,11 @@ def _weighted_own_sq(X, C, labels, w, lo, hi):
     return s
 
 
-@_jit.mark
+@_jit.mark(fastmath={"reassoc"})
 def _column_sums(X, out):
     """``out``: the column sums of ``X`` (any layout; float64), read in the order of its memory,
     each summed in blocks of 512 rows (a block's sum then added: less round-off than one running
-    sum)."""
+    sum; within a block in any order, so that it vectorises)."""
     n, d = X.shape
     out[:] = 0.0
     part = np.empty(d)
@@ -808,14 +808,22 @@ class _State:
 def centre(X: np.ndarray, in_place: bool = False) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(mean, X - mean, |X - mean|^2 by row)`` of a float array ``X`` (n, d) of any layout, in two
     compiled reads of ``X``: the column means, then the centred rows (C order; written into ``X``
-    itself when ``in_place`` and ``X`` is C-contiguous) with their squared norms."""
+    itself when ``in_place`` and ``X`` is C-contiguous) with their squared norms, one part of the
+    rows per thread (torch's intra-op threads, as :func:`fused_threads`)."""
     n, d = X.shape
     sums = np.empty(d)
     _jit("_column_sums")(X, sums)
     mean = (sums / max(n, 1)).astype(X.dtype)
     out = X if in_place and X.flags.c_contiguous and X.flags.writeable else np.empty((n, d), dtype=X.dtype)
     x_sq = np.empty(n, dtype=X.dtype)
-    _jit("_centre_rows")(X, mean, out, x_sq, 0, n)
+    threads = max(1, min(torch.get_num_threads(), 4 * n * d // _CHUNK_WORK))  # a part per ~0.5 ms at least
+    cuts = [n * p // threads for p in range(threads + 1)]
+    centre_rows = _jit("_centre_rows")
+    pool = _pool(threads)
+    jobs = [pool.submit(centre_rows, X, mean, out, x_sq, cuts[p], cuts[p + 1]) for p in range(1, threads)]
+    centre_rows(X, mean, out, x_sq, cuts[0], cuts[1])
+    for job in jobs:
+        job.result()
     return mean, out, x_sq
 
 
