@@ -34,6 +34,7 @@ LIBSVM's, and a blocked kernel product (by the caller) for the others.
 from __future__ import annotations
 
 import logging
+import mmap
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -60,6 +61,9 @@ _CONVERGED, _NEED_ROW, _MAX_ITER, _RECONSTRUCT, _RECONSTRUCT_FINAL, _PAUSE = 0, 
 (_S_ACTIVE, _S_ITER, _S_COUNTER, _S_UNSHRINK, _S_CLOCK, _S_MAXITER, _S_SHRINKING, _S_PENDING, _S_NONPSD,
  _S_USED, _S_ROWS, _S_WORK_MAX, _S_NU) = range(13)
 _N_STATE = 13
+#: The active set's indices are unsigned: numba then indexes ``F[t]``, ``K_i[t]``, ... without the
+#: negative-index wraparound it adds for signed ones (the loop's two passes index through it).
+_ACTIVE_DTYPE = np.uint32
 #: Work (sample visits: an iteration counts its active samples plus ``_ITER_WORK``, an update of
 #: ``G_bar`` ``n``, an in-loop kernel row ``n * (d + 8)``) after which the compiled loop returns to
 #: Python (``_PAUSE``) so that a Ctrl-C, an :func:`~mercer.linalg.observe_blocks` observer and a
@@ -689,14 +693,18 @@ class _RowCache:
     slot's last use; slots ``st[_S_USED]`` onwards have never been used."""
 
     def __init__(self, n: int, n_slots: int, dtype, rmap: np.ndarray | None = None) -> None:
-        # torch's allocator, not numpy's: numpy madvises large blocks for transparent huge pages, and
-        # with THP defrag in "madvise" mode every first touch then waits on compaction (measured on
-        # this project's VMs: 800 MB in 2.8 s vs 0.46 s) -- and the cache is written once per row.
+        # An anonymous mapping of its own, not numpy's or torch's heap: its pages are resident only
+        # once a row is written, and they go back to the system when the solve ends. (Through malloc,
+        # glibc keeps a freed block of a size it has seen freed before: the caches of one-vs-one
+        # machines, one after the other, left the heap holding the largest ones.) numpy's allocator
+        # would also madvise the block for transparent huge pages, whose first touch waits on
+        # compaction with THP defrag in "madvise" mode.
         # a row holds one entry per variable: K[i, rmap[t]] (rmap[:n] is the identity)
         self.tail = None if rmap is None or len(rmap) == n else np.asarray(rmap[n:], dtype=np.int64)
         width = n if self.tail is None else n + len(self.tail)
-        self.cache = torch.empty((n_slots, width), dtype=torch.float32 if np.dtype(dtype) == np.float32
-                                 else torch.float64).numpy()
+        dt = np.dtype(np.float32 if np.dtype(dtype) == np.float32 else np.float64)
+        self.cache = np.frombuffer(mmap.mmap(-1, max(1, n_slots * width) * dt.itemsize), dtype=dt,
+                                   count=n_slots * width).reshape(n_slots, width)
         self.slot_of = np.full(n, -1, dtype=np.int64)
         self.owner = np.full(n_slots, -1, dtype=np.int64)
         self.last_used = np.zeros(n_slots, dtype=np.int64)
@@ -743,7 +751,7 @@ class _Dual:
     F: np.ndarray
     G_bar: np.ndarray
     side: np.ndarray
-    active: np.ndarray
+    active: np.ndarray  # of _ACTIVE_DTYPE
     st: np.ndarray
     need: np.ndarray
     p: np.ndarray  # the linear term
@@ -769,7 +777,7 @@ def _start(y, Cb, diag, *, shrinking: bool, max_iter: int | None, p=None, rmap=N
     p = -np.ones(n) if p is None else np.ascontiguousarray(p, dtype=np.float64)
     rmap = np.arange(n, dtype=np.int64) if rmap is None else np.ascontiguousarray(rmap, dtype=np.int64)
     return _Dual(y, np.ascontiguousarray(Cb, dtype=np.float64), np.ascontiguousarray(diag, dtype=np.float64),
-                 np.zeros(n), -y * p, np.zeros(n), side, np.arange(n, dtype=np.int64), st,
+                 np.zeros(n), -y * p, np.zeros(n), side, np.arange(n, dtype=_ACTIVE_DTYPE), st,
                  np.zeros(2, dtype=np.int64), p, rmap)
 
 
