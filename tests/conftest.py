@@ -91,3 +91,90 @@ def ctrl_c_cli_fit(tmp_path, data: np.ndarray, *args: str, delay: float = 1.0):
     finally:
         proc.kill()
     return proc.returncode, err, latency, out
+
+
+# -- the mercer command, run in-process --------------------------------------------------------------
+def cli_run(argv, capsys, *, tune: bool = False):
+    """``mercer.cli.main(argv)``; a ``fit`` that would tune gets ``--no-tune`` unless ``tune`` (for tests
+    about reading, checking and saving; ``tests/test_cli_autotune.py`` is about tuning). Returns
+    ``(exit status, stdout, stderr)``."""
+    from mercer.cli import main
+
+    argv = [str(a) for a in argv]
+    if "fit" in argv[:2] and not tune and "--help" not in argv:
+        argv.append("--no-tune")
+    code = main(argv)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def cli_ok(argv, capsys):
+    """``mercer.cli.main(argv)`` as given (tuning included), which must exit 0: ``(stdout, stderr)``."""
+    from mercer.cli import main
+
+    code = main([str(a) for a in argv])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    return out, err
+
+
+def cli_number(pattern: str, text: str) -> float:
+    """The number captured by ``pattern``'s first group in the command's output ``text``."""
+    import re
+
+    m = re.search(pattern, text)
+    assert m, text
+    return float(m.group(1))
+
+
+# -- streamed data: files, a Dask cluster and the comparison with the fit in memory --------------------
+def write_parquet_parts(folder: Path, write, split: int) -> None:
+    """``folder / "pq"``: two Parquet files with uneven row groups, rows ``[:split]`` in ``part-0``
+    (groups of 70 rows) and ``[split:]`` in ``part-1`` (groups of 111); ``write(path, rows,
+    row_group_size)`` writes the ``rows`` slice of the data to one file."""
+    (folder / "pq").mkdir()
+    write(folder / "pq" / "part-0.parquet", slice(0, split), 70)
+    write(folder / "pq" / "part-1.parquet", slice(split, None), 111)
+
+
+def applied(method, X) -> np.ndarray:
+    """``method(X)`` as a numpy array (a Dask result computed)."""
+    out = method(X)
+    return np.asarray(out.compute() if hasattr(out, "compute") else out)
+
+
+def assert_fit_matches(est, X_fit, X_ref, *, y=None, method: str = "predict", apply_to=(), atol: float,
+                       **fit_kw):
+    """Fit clones of ``est`` on ``X_fit`` (streamed) and on ``X_ref`` (the same data in memory): the same
+    number of features, and ``method`` of the streamed fit applied to ``X_fit`` and to each of ``apply_to``
+    equals that of the fit in memory applied to ``X_ref`` (``atol``, ``rtol=0``). Returns ``(ref, got)``."""
+    from sklearn.base import clone
+
+    ref = clone(est).fit(X_ref, y, **fit_kw)
+    got = clone(est).fit(X_fit, y, **fit_kw)
+    assert got.n_features_in_ == ref.n_features_in_
+    expected = np.asarray(getattr(ref, method)(X_ref))
+    for X in (X_fit, *apply_to):
+        np.testing.assert_allclose(applied(getattr(got, method), X), expected, rtol=0, atol=atol)
+    return ref, got
+
+
+@pytest.fixture(scope="module")
+def dask_client():
+    """A LocalCluster of 2 single-threaded worker processes with mercer imported, for one module
+    (start-up ~2-4 s); skips where dask or distributed is not installed."""
+    pytest.importorskip("dask.array")
+    distributed = pytest.importorskip("distributed")
+    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, host="127.0.0.1", dashboard_address=None)
+    cl = distributed.Client(cluster, set_as_default=False)
+    cl.run(__import__, "mercer.distributed")  # the workers import torch and mercer once, here
+    yield cl
+    cl.close()
+    cluster.close()
+
+
+@pytest.fixture
+def dask_in_force(dask_client):
+    """The module's client (:func:`dask_client`) as the default one, for one test."""
+    with dask_client.as_current():
+        yield dask_client

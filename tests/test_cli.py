@@ -10,8 +10,9 @@ import pandas as pd
 import pytest
 
 from mercer import get_config
-from mercer.cli import main
 from mercer.io import load
+
+from conftest import cli_run
 
 _DEVICE = get_config().device or "cpu"  # MERCER_TEST_DEVICE sets it
 
@@ -33,27 +34,16 @@ def files(tmp_path_factory, diabetes, digits):
     return root
 
 
-def run(argv, capsys, *, tune: bool = False):
-    """``main(argv)``; a ``fit`` that would tune gets ``--no-tune`` unless ``tune`` (these tests are
-    about reading, checking and saving; ``tests/test_cli_autotune.py`` is about tuning)."""
-    argv = [str(a) for a in argv]
-    if "fit" in argv[:2] and not tune and "--help" not in argv:
-        argv.append("--no-tune")
-    code = main(argv)
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
 def test_fit_predict_ridge_csv(files, tmp_path, capsys):
     model = tmp_path / "ridge.mercer"
-    code, out, err = run(["fit", "--data", files / "reg.csv", "--target", "target", "--model", "ridge",
+    code, out, err = cli_run(["fit", "--data", files / "reg.csv", "--target", "target", "--model", "ridge",
                           "--kernel", "rbf:gamma=0.5+linear", "--alpha", "0.01", "--out", model], capsys)
     assert code == 0, err
     assert "reg.csv: 120 rows x 10 features (target: 'target')" in out
     assert "KernelRidge(alpha=0.01, kernel=(RBF(gamma=0.5) + Linear()))" in out
     assert "training R^2:" in out and "saved:" in out and model.is_file()
     preds = tmp_path / "pred.csv"
-    code, out, err = run(["predict", "--model", model, "--data", files / "reg_test_reordered.csv",
+    code, out, err = cli_run(["predict", "--model", model, "--data", files / "reg_test_reordered.csv",
                           "--target", "target", "--out", preds], capsys)
     assert code == 0, err
     assert "R^2 against 'target'" in out
@@ -65,12 +55,12 @@ def test_fit_predict_ridge_csv(files, tmp_path, capsys):
 
 def test_fit_predict_classifier_parquet(files, tmp_path, capsys):
     model = tmp_path / "clf.mercer"
-    code, out, err = run(["fit", "--data", files / "clf.parquet", "--target", "label", "--model",
+    code, out, err = cli_run(["fit", "--data", files / "clf.parquet", "--target", "label", "--model",
                           "ridge-classifier", "--kernel", "rbf:gamma=0.1", "--dtype", "float32",
                           "--memory-budget", "64MiB", "--out", model], capsys)
     assert code == 0, err
     assert "classes: 3 (one, two, zero)" in out and f"float32 on {_DEVICE}" in out and "training accuracy:" in out
-    code, out, err = run(["predict", "--model", model, "--data", files / "clf.parquet", "--target", "label",
+    code, out, err = cli_run(["predict", "--model", model, "--data", files / "clf.parquet", "--target", "label",
                           "--out", "-"], capsys)
     assert code == 0, err
     lines = out.splitlines()
@@ -80,34 +70,34 @@ def test_fit_predict_classifier_parquet(files, tmp_path, capsys):
 
 def test_fit_predict_nystroem_models(files, tmp_path, capsys):
     model = tmp_path / "ny.mercer"
-    code, out, err = run(["fit", "--data", files / "reg.csv", "--target", "target", "--model", "nystroem-ridge",
+    code, out, err = cli_run(["fit", "--data", files / "reg.csv", "--target", "target", "--model", "nystroem-ridge",
                           "--kernel", "rbf:gamma=0.5", "--alpha", "0.1", "--centers", "40", "--out", model], capsys)
     assert code == 0, err
     assert "NystroemKernelRidge(alpha=0.1, kernel=RBF(gamma=0.5))" in out and f"float32 on {_DEVICE}" in out
     assert "centres: 40, conjugate gradient:" in out
     frame = pd.read_csv(files / "reg.csv").iloc[100:].drop(columns="target")
-    code, out, err = run(["predict", "--model", model, "--data", files / "reg_test_reordered.csv",
+    code, out, err = cli_run(["predict", "--model", model, "--data", files / "reg_test_reordered.csv",
                           "--target", "target", "--out", tmp_path / "p.csv"], capsys)
     assert code == 0, err
     np.testing.assert_allclose(pd.read_csv(tmp_path / "p.csv")["prediction"], load(model).predict(frame),
                                rtol=1e-6)
-    code, out, err = run(["fit", "--data", files / "clf.parquet", "--target", "label", "--model",
+    code, out, err = cli_run(["fit", "--data", files / "clf.parquet", "--target", "label", "--model",
                           "nystroem-classifier", "--kernel", "rbf:gamma=0.1", "--out", tmp_path / "c.mercer"], capsys)
     assert code == 0, err
     assert "classes: 3 (one, two, zero)" in out and "training accuracy:" in out
-    code, out, err = run(["fit", "--data", files / "reg.csv", "--target", "target", "--model", "ridge",
+    code, out, err = cli_run(["fit", "--data", files / "reg.csv", "--target", "target", "--model", "ridge",
                           "--centers", "10", "--out", tmp_path / "x.mercer"], capsys)
     assert code == 2 and "--centers applies to the nystroem" in err
 
 
 def test_fit_predict_kpca_npy(files, tmp_path, capsys):
     model = tmp_path / "kpca.mercer"
-    code, out, err = run(["fit", "--data", files / "arr.npy", "--target", "-1", "--model", "kpca",
+    code, out, err = cli_run(["fit", "--data", files / "arr.npy", "--target", "-1", "--model", "kpca",
                           "--n-components", "3", "--kernel", "rbf", "--out", model], capsys)
     assert code == 0, err
     assert "arr.npy: 100 rows x 10 features (target: 10)" in out and "explained variance" in out
     preds = tmp_path / "z.csv"
-    code, out, err = run(["predict", "--model", model, "--data", files / "arr.npy", "--target", "10",
+    code, out, err = cli_run(["predict", "--model", model, "--data", files / "arr.npy", "--target", "10",
                           "--out", preds], capsys)
     assert code == 0, err
     Z = pd.read_csv(preds)
@@ -118,14 +108,14 @@ def test_fit_predict_kpca_npy(files, tmp_path, capsys):
 
 def test_no_header_csv_with_index_target(files, tmp_path, capsys):
     model = tmp_path / "m"
-    code, out, err = run(["fit", "--data", files / "noheader.csv", "--no-header", "--target", "0", "--model",
+    code, out, err = cli_run(["fit", "--data", files / "noheader.csv", "--no-header", "--target", "0", "--model",
                           "ridge-classifier", "--kernel", "poly:degree=2", "--out", model], capsys)
     assert code == 0, err
     assert "60 rows x 5 features" in out and "primal solve" in out
 
 
 def test_verbose_logs_with_timestamps(files, tmp_path, capsys):
-    code, out, err = run(["-v", "fit", "--data", files / "reg.csv", "--target", "target", "--model", "ridge",
+    code, out, err = cli_run(["-v", "fit", "--data", files / "reg.csv", "--target", "target", "--model", "ridge",
                           "--out", tmp_path / "m"], capsys)
     assert code == 0
     assert "INFO mercer.models.ridge._exact: KernelRidge: dual solve on n=120" in err
@@ -165,7 +155,7 @@ def test_verbose_logs_with_timestamps(files, tmp_path, capsys):
 def test_bad_inputs_exit_2_with_one_line(files, tmp_path, capsys, argv, message):
     (tmp_path / "data.json").write_text("{}")
     argv = [a.format(root=files, tmp=tmp_path) for a in argv]
-    code, out, err = run(argv, capsys)
+    code, out, err = cli_run(argv, capsys)
     assert code == 2
     assert message in err
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
@@ -173,30 +163,30 @@ def test_bad_inputs_exit_2_with_one_line(files, tmp_path, capsys, argv, message)
 
 def test_predict_with_missing_columns(files, tmp_path, capsys):
     model = tmp_path / "m"
-    assert run(["fit", "--data", files / "reg.csv", "--target", "target", "--model", "ridge", "--out", model],
+    assert cli_run(["fit", "--data", files / "reg.csv", "--target", "target", "--model", "ridge", "--out", model],
                capsys)[0] == 0
-    code, out, err = run(["predict", "--model", model, "--data", files / "clf.parquet", "--target", "label"],
+    code, out, err = cli_run(["predict", "--model", model, "--data", files / "clf.parquet", "--target", "label"],
                          capsys)
     assert code == 2 and "lacks: 'f0'" in err
 
 
 def test_usage_errors_exit_2(capsys):
-    code, out, err = run(["fit", "--model", "ridge"], capsys)
+    code, out, err = cli_run(["fit", "--model", "ridge"], capsys)
     assert code == 2 and "the following arguments are required: --data" in err
-    code, out, err = run(["fit", "--data", "x.csv", "--model", "svm", "--out", "m"], capsys)
+    code, out, err = cli_run(["fit", "--data", "x.csv", "--model", "svm", "--out", "m"], capsys)
     assert code == 2 and "invalid choice: 'svm'" in err
-    code, out, err = run(["fit", "--data", "x.csv", "--model", "ridge", "--alpha", "-1", "--out", "m"], capsys)
+    code, out, err = cli_run(["fit", "--data", "x.csv", "--model", "ridge", "--alpha", "-1", "--out", "m"], capsys)
     assert code == 2 and "expected a number >= 0" in err
-    code, out, err = run([], capsys)
+    code, out, err = cli_run([], capsys)
     assert code == 2 and "usage: mercer" in err
 
 
 def test_help_and_version(capsys):
-    code, out, _ = run(["--help"], capsys)
+    code, out, _ = cli_run(["--help"], capsys)
     assert code == 0 and "mercer fit --data" in out and "{demo,fit,predict}" not in out
-    code, out, _ = run(["fit", "--help"], capsys)
+    code, out, _ = cli_run(["fit", "--help"], capsys)
     assert code == 0 and "--n-components K" in out
-    code, out, _ = run(["--version"], capsys)
+    code, out, _ = cli_run(["--version"], capsys)
     assert code == 0 and out.startswith("mercer ")
 
 
@@ -209,7 +199,7 @@ def test_python_dash_m(monkeypatch, capsys):
 
 
 def test_demo_quick(capsys):
-    code, out, err = run(["demo", "--quick"], capsys)
+    code, out, err = cli_run(["demo", "--quick"], capsys)
     assert code == 0, err
     assert "digits (pixels / 16): 300 samples x 64 features" in out
     assert "breast cancer: 569 samples x 30 features" in out
@@ -245,7 +235,7 @@ def messy(tmp_path_factory, diabetes):
 
 
 def test_fit_preprocesses_and_reports_in_one_line(messy, tmp_path, capsys):
-    code, out, err = run(["fit", "--data", messy / "train.csv", "--target", "target", "--model", "ridge",
+    code, out, err = cli_run(["fit", "--data", messy / "train.csv", "--target", "target", "--model", "ridge",
                           "--out", tmp_path / "m"], capsys)
     assert code == 0, err
     line = next(x for x in out.splitlines() if x.startswith("preprocessing: "))
@@ -261,9 +251,9 @@ def test_fit_preprocesses_and_reports_in_one_line(messy, tmp_path, capsys):
 
 
 def test_predict_matches_columns_by_name(messy, tmp_path, capsys):
-    assert run(["fit", "--data", messy / "train.csv", "--target", "target", "--model", "ridge", "--holdout", "0",
+    assert cli_run(["fit", "--data", messy / "train.csv", "--target", "target", "--model", "ridge", "--holdout", "0",
                 "--out", tmp_path / "m"], capsys)[0] == 0
-    code, out, err = run(["predict", "--model", tmp_path / "m", "--data", messy / "test_reordered.csv", "--target",
+    code, out, err = cli_run(["predict", "--model", tmp_path / "m", "--data", messy / "test_reordered.csv", "--target",
                           "target", "--out", tmp_path / "p.csv"], capsys)
     assert code == 0, err
     frame = pd.read_csv(messy / "train.csv").iloc[:0]  # the training column order
@@ -271,22 +261,22 @@ def test_predict_matches_columns_by_name(messy, tmp_path, capsys):
     test["city"] = test["city"].astype(object).where(test["city"].notna(), np.nan)
     np.testing.assert_allclose(pd.read_csv(tmp_path / "p.csv")["prediction"], load(tmp_path / "m").predict(test),
                                rtol=1e-12)
-    code, out, err = run(["predict", "--model", tmp_path / "m", "--data", messy / "test_missing_col.csv"], capsys)
+    code, out, err = cli_run(["predict", "--model", tmp_path / "m", "--data", messy / "test_missing_col.csv"], capsys)
     assert code == 2 and "lacks: 'f3'" in err
 
 
 def test_preprocessing_options(messy, tmp_path, capsys):
-    code, out, err = run(["fit", "--data", messy / "train.csv", "--target", "target", "--model", "ridge",
+    code, out, err = cli_run(["fit", "--data", messy / "train.csv", "--target", "target", "--model", "ridge",
                           "--drop", "city", "f0", "--categorical", "name", "--out", tmp_path / "m"], capsys)
     assert code == 0, err
     assert "dropped 'city', 'f0' (--drop)" in out and "1 categorical column(s)" in out  # 'name', kept
-    code, out, err = run(["fit", "--data", messy / "train.csv", "--target", "target", "--model", "ridge",
+    code, out, err = cli_run(["fit", "--data", messy / "train.csv", "--target", "target", "--model", "ridge",
                           "--missing", "refuse", "--out", tmp_path / "m"], capsys)
     assert code == 2 and "missing values in 'f2' (" in err and "'city' (" in err
-    code, out, err = run(["fit", "--data", messy / "train.csv", "--target", "target", "--model", "ridge",
+    code, out, err = cli_run(["fit", "--data", messy / "train.csv", "--target", "target", "--model", "ridge",
                           "--drop", "nope", "--out", tmp_path / "m"], capsys)
     assert code == 2 and "--drop: unknown column(s) 'nope'" in err
-    code, out, err = run(["fit", "--data", messy / "train.csv", "--target", "target", "--model", "ridge",
+    code, out, err = cli_run(["fit", "--data", messy / "train.csv", "--target", "target", "--model", "ridge",
                           "--preprocess", "none", "--drop", "city", "--out", tmp_path / "m"], capsys)
     assert code == 2 and "need --preprocess auto" in err
 
@@ -302,27 +292,27 @@ def test_index_columns_detected(name, index):
 
 
 def test_npy_model_refuses_named_csv(files, tmp_path, capsys):
-    assert run(["fit", "--data", files / "arr.npy", "--target", "-1", "--model", "ridge-classifier",
+    assert cli_run(["fit", "--data", files / "arr.npy", "--target", "-1", "--model", "ridge-classifier",
                 "--out", tmp_path / "m"], capsys)[0] == 0
-    code, _, err = run(["predict", "--model", tmp_path / "m", "--data", files / "reg.csv"], capsys)
+    code, _, err = cli_run(["predict", "--model", tmp_path / "m", "--data", files / "reg.csv"], capsys)
     assert code == 2 and "cannot be matched by name" in err
 
 
 def test_evaluate_table_with_baseline(messy, capsys):
-    code, out, err = run(["evaluate", "--data", messy / "train.csv", "--target", "target", "--model", "ridge",
+    code, out, err = cli_run(["evaluate", "--data", messy / "train.csv", "--target", "target", "--model", "ridge",
                           "--cv", "3"], capsys)
     assert code == 0, err
     assert "3-fold cross-validation (seed 0)" in out and "baseline (mean)" in out
     rows = {line.split()[0]: line.split() for line in out.splitlines() if line.startswith("  ")}
     assert set(rows) >= {"metric", "R^2", "RMSE", "MAE"}
     assert float(rows["R^2"][1]) > float(rows["R^2"][4]) and rows["R^2"][2] == "±"
-    code, out, err = run(["evaluate", "--data", messy / "train.csv", "--target", "target", "--model", "kpca"],
+    code, out, err = cli_run(["evaluate", "--data", messy / "train.csv", "--target", "target", "--model", "kpca"],
                          capsys)
     assert code == 2 and "kpca has none" in err
 
 
 def test_evaluate_holdout_classifier(files, capsys):
-    code, out, err = run(["evaluate", "--data", files / "clf.parquet", "--target", "label", "--model",
+    code, out, err = cli_run(["evaluate", "--data", files / "clf.parquet", "--target", "label", "--model",
                           "ridge-classifier", "--holdout", "0.3"], capsys)
     assert code == 0, err
     assert "one held-out split of 30%" in out and "baseline (majority class)" in out and "balanced accuracy" in out
@@ -330,13 +320,13 @@ def test_evaluate_holdout_classifier(files, capsys):
 
 @pytest.mark.slow
 def test_tune_regression_loo(messy, tmp_path, capsys):
-    code, out, err = run(["tune", "--data", messy / "train.csv", "--target", "target", "--out", tmp_path / "t"],
+    code, out, err = cli_run(["tune", "--data", messy / "train.csv", "--target", "target", "--out", tmp_path / "t"],
                          capsys)
     assert code == 0, err
     assert "closed-form leave-one-out (KernelRidgeCV) on 120 rows" in out and "saved:" in out
     assert type(load(tmp_path / "t").steps[-1][1].regressor_).__name__ == "KernelRidgeCV"
     # the tuned model is applied by 'mercer predict' (it refused a KernelRidgeCV before)
-    code, out, err = run(["predict", "--model", tmp_path / "t", "--data", messy / "train.csv", "--out",
+    code, out, err = cli_run(["predict", "--model", tmp_path / "t", "--data", messy / "train.csv", "--out",
                           tmp_path / "p.csv"], capsys)
     assert code == 0, err
     assert (tmp_path / "p.csv").read_text().count("\n") == 121
@@ -344,14 +334,14 @@ def test_tune_regression_loo(messy, tmp_path, capsys):
 
 @pytest.mark.slow
 def test_tune_classifier_halving(files, capsys):
-    code, out, err = run(["tune", "--data", files / "clf.parquet", "--target", "label", "--model",
+    code, out, err = cli_run(["tune", "--data", files / "clf.parquet", "--target", "label", "--model",
                           "ridge-classifier", "--cv", "3", "--search", "halving"], capsys)
     assert code == 0, err
     assert "successive halving over 30 candidates" in out and "best 3-fold score" in out
 
 
 def test_tune_classifier_learns_by_default(files, tmp_path, capsys):
-    code, out, err = run(["tune", "--data", files / "clf.parquet", "--target", "label", "--model",
+    code, out, err = cli_run(["tune", "--data", files / "clf.parquet", "--target", "label", "--model",
                           "ridge-classifier", "--out", tmp_path / "t"], capsys)
     assert code == 0, err
     assert "validation accuracy on" in out and "given " in out and "saved:" in out
@@ -367,5 +357,5 @@ def test_tune_grid_and_refusals(messy, capsys):
     assert [k.gamma for k in grid["model__kernel"]][3] == pytest.approx(1 / 20) and grid["model__C"][0] == 0.1
     assert set(_grid(SimpleNamespace(model="ridge"), None, 4)) == {"model__regressor__kernel",
                                                                    "model__regressor__alpha"}
-    code, _, err = run(["tune", "--data", messy / "train.csv", "--target", "target", "--model", "kpca"], capsys)
+    code, _, err = cli_run(["tune", "--data", messy / "train.csv", "--target", "target", "--model", "kpca"], capsys)
     assert code == 2 and "not kpca" in err

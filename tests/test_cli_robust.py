@@ -21,16 +21,7 @@ from mercer.io import load, save
 from mercer.linalg import MemoryBudgetError, default_memory_budget
 from mercer.models import ApproximateKernelPCA, KernelRidge, MKLClassifier, MKLRegressor
 
-
-def run(argv, capsys, *, tune: bool = False):
-    """``main(argv)``; a ``fit`` that would tune gets ``--no-tune`` unless ``tune`` (these tests are
-    about reading, checking and saving; ``tests/test_cli_autotune.py`` is about tuning)."""
-    argv = [str(a) for a in argv]
-    if "fit" in argv[:2] and not tune and "--help" not in argv:
-        argv.append("--no-tune")
-    code = main(argv)
-    out, err = capsys.readouterr()
-    return code, out, err
+from conftest import cli_run
 
 
 @pytest.fixture(scope="module")
@@ -110,7 +101,7 @@ def _damaged(kind: str, src, tmp_path):
 ])
 def test_damaged_model_file_one_line_exit_2(kind, message, model_file, table, tmp_path, capsys):
     bad = _damaged(kind, model_file, tmp_path)
-    code, out, err = run(["predict", "--model", bad, "--data", table / "t.csv", "--target", "y", "--out",
+    code, out, err = cli_run(["predict", "--model", bad, "--data", table / "t.csv", "--target", "y", "--out",
                           tmp_path / "p.csv"], capsys)
     assert code == 2, err
     assert message in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
@@ -156,10 +147,10 @@ def test_memory_sizes(text, value):
 
 
 def test_directory_as_data_and_out(table, tmp_path, capsys):
-    code, _, err = run(["fit", "--data", tmp_path, "--target", "y", "--model", "ridge", "--out", tmp_path / "m"],
+    code, _, err = cli_run(["fit", "--data", tmp_path, "--target", "y", "--model", "ridge", "--out", tmp_path / "m"],
                        capsys)
     assert code == 2 and "is a directory" in err
-    code, _, err = run(["fit", "--data", table / "t.csv", "--target", "y", "--model", "ridge", "--out", tmp_path],
+    code, _, err = cli_run(["fit", "--data", table / "t.csv", "--target", "y", "--model", "ridge", "--out", tmp_path],
                        capsys)
     assert code == 2 and f"--out {tmp_path} is a directory" in err
 
@@ -171,7 +162,7 @@ def test_out_checked_before_reading_and_fitting(tmp_path, capsys, monkeypatch):
         raise AssertionError("the data was read before --out was checked")
 
     monkeypatch.setattr(commands, "read_table", boom)
-    code, _, err = run(["fit", "--data", "big.csv", "--target", "y", "--model", "ridge", "--out",
+    code, _, err = cli_run(["fit", "--data", "big.csv", "--target", "y", "--model", "ridge", "--out",
                         tmp_path / "nope" / "m.mercer"], capsys)
     assert code == 2 and "folder" in err and "does not exist" in err
 
@@ -184,7 +175,7 @@ def test_no_partial_model_file_when_the_save_fails(table, tmp_path, capsys, monk
         raise KeyboardInterrupt
 
     monkeypatch.setattr(commands, "save", interrupted)
-    code, _, err = run(["fit", "--data", table / "t.csv", "--target", "y", "--model", "ridge", "--out",
+    code, _, err = cli_run(["fit", "--data", table / "t.csv", "--target", "y", "--model", "ridge", "--out",
                         tmp_path / "m.mercer"], capsys)
     assert code == 130 and list(tmp_path.iterdir()) == []
 
@@ -195,7 +186,7 @@ def test_warnings_print_one_line_each(monkeypatch, capsys):
         return 0
 
     monkeypatch.setitem(COMMANDS, "noisy", Command("warn", "warn", lambda p: None, noisy))
-    code, _, err = run(["noisy"], capsys)
+    code, _, err = cli_run(["noisy"], capsys)
     assert code == 0 and err == "mercer: warning: UserWarning: first line second line\n"
 
 
@@ -204,7 +195,7 @@ def test_unexpected_exception_is_one_line_exit_1(monkeypatch, capsys):
         raise ZeroDivisionError("oops")
 
     monkeypatch.setitem(COMMANDS, "buggy", Command("bug", "bug", lambda p: None, buggy))
-    code, _, err = run(["buggy"], capsys)
+    code, _, err = cli_run(["buggy"], capsys)
     assert code == 1 and err.strip() == ("mercer buggy: internal error: ZeroDivisionError: oops "
                                          "(run with --debug for the traceback)")
 

@@ -11,8 +11,6 @@ columns) are added here, with a fixed seed.
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 import pandas as pd
 import pytest
@@ -25,7 +23,7 @@ from sklearn.pipeline import Pipeline, make_pipeline
 from sklearn.preprocessing import OneHotEncoder, StandardScaler
 from sklearn.svm import SVC
 
-from mercer.cli import main
+from conftest import cli_number, cli_ok
 
 
 def _messy(frame: pd.DataFrame, target, seed: int, index: str) -> pd.DataFrame:
@@ -87,19 +85,6 @@ def _reference(df: pd.DataFrame, model_kind: str):
     return Pipeline([("prep", prep), ("model", model)]), X, df["y"].to_numpy()
 
 
-def _run(argv, capsys):
-    code = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    assert code == 0, err
-    return out, err
-
-
-def _number(pattern: str, text: str) -> float:
-    m = re.search(pattern, text)
-    assert m, text
-    return float(m.group(1))
-
-
 @pytest.mark.parametrize("name", list(_TABLES))
 def test_table_fit_evaluate_predict_match_sklearn(name, tmp_path, capsys):
     data, target, kind, index = _TABLES[name]
@@ -113,25 +98,25 @@ def test_table_fit_evaluate_predict_match_sklearn(name, tmp_path, capsys):
     _, Xte, yte = _reference(test, kind)
 
     # fit: the preprocessing is reported in one line, and the held-out score matches scikit-learn's
-    out, _ = _run(["fit", "--data", tmp_path / "train.csv", "--target", "y", "--model", kind, "--no-tune",
+    out, _ = cli_ok(["fit", "--data", tmp_path / "train.csv", "--target", "y", "--model", kind, "--no-tune",
                    "--out", tmp_path / "m.mercer"], capsys)
     assert "not tuned: --no-tune" in out
     assert f"dropped index column {index!r}" in out and "one-hot encoded" in out and "missing values imputed" in out
     metric = "accuracy" if classifier else r"R\^2"
-    held = _number(rf"held-out {metric}: (-?[0-9.]+)", out)
+    held = cli_number(rf"held-out {metric}: (-?[0-9.]+)", out)
     Xa, Xb, ya, yb = train_test_split(Xtr, ytr, test_size=0.2, random_state=0, stratify=ytr if classifier else None)
     assert abs(held - ref.fit(Xa, ya).score(Xb, yb)) <= 0.02
 
     # predict on the test file, columns reordered: the same score as scikit-learn's pipeline
     test.iloc[:, ::-1].to_csv(tmp_path / "test_reordered.csv", index=False)
-    out, err = _run(["predict", "--model", tmp_path / "m.mercer", "--data", tmp_path / "test_reordered.csv",
+    out, err = cli_ok(["predict", "--model", tmp_path / "m.mercer", "--data", tmp_path / "test_reordered.csv",
                      "--target", "y", "--out", tmp_path / "pred.csv"], capsys)
-    ours = _number(r"(?:accuracy|R\^2) against 'y': (-?[0-9.]+)", out)
+    ours = cli_number(r"(?:accuracy|R\^2) against 'y': (-?[0-9.]+)", out)
     theirs = ref.fit(Xtr, ytr).score(Xte, yte)
     assert abs(ours - theirs) <= 0.02, (ours, theirs)
 
     # evaluate: 5-fold cross-validation on the same folds
-    out, _ = _run(["evaluate", "--data", tmp_path / "train.csv", "--target", "y", "--model", kind], capsys)
+    out, _ = cli_ok(["evaluate", "--data", tmp_path / "train.csv", "--target", "y", "--model", kind], capsys)
     row = next(line for line in out.splitlines() if line.strip().startswith("accuracy" if classifier else "R^2"))
     cv_mean = float(row.split()[1])
     folds = (StratifiedKFold if classifier else KFold)(n_splits=5, shuffle=True, random_state=0)

@@ -8,7 +8,6 @@ each file a category) run when installed (slow), skipped otherwise.
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import numpy as np
@@ -29,6 +28,8 @@ from mercer.cli._prep import build_pipeline, final_estimator, is_sparse_plan, pl
 from mercer.io import load
 from mercer.kernels import RBF
 from mercer.models import KernelRidge, KernelRidgeClassifier, KernelSVC, NystroemKernelRidgeClassifier
+
+from conftest import cli_number, cli_ok
 
 FORTUNES = Path("/usr/share/games/fortunes")
 
@@ -79,19 +80,6 @@ def _fortunes_table(per_category: int = 60, categories: int = 6) -> pd.DataFrame
     return pd.DataFrame({"text": np.array(texts, dtype=object)[order], "category": np.array(labels)[order]})
 
 
-def _run(argv, capsys):
-    code = main([str(a) for a in argv])
-    out, err = capsys.readouterr()
-    assert code == 0, err
-    return out, err
-
-
-def _number(pattern: str, text: str) -> float:
-    m = re.search(pattern, text)
-    assert m, text
-    return float(m.group(1))
-
-
 def _texts(frame: pd.DataFrame) -> pd.DataFrame:
     """The table as the reference pipeline reads it: missing texts as empty ones."""
     return frame.assign(text=frame["text"].fillna("").astype(object))
@@ -121,7 +109,7 @@ def _fit_predict_evaluate(train, test, model, tmp_path, capsys, numeric):
     train.to_csv(tmp_path / "t.csv", index=False)
     test.to_csv(tmp_path / "test.csv", index=False)
     path = tmp_path / f"{model}.mercer"
-    out, _ = _run(["fit", "--data", tmp_path / "t.csv", "--target", "category", "--text", "text", "--model", model,
+    out, _ = cli_ok(["fit", "--data", tmp_path / "t.csv", "--target", "category", "--text", "text", "--model", model,
                    "--no-tune", "--out", path], capsys)
     assert "text column(s) 'text' as TF-IDF features (sparse)" in out
     ref = _reference(model, numeric)
@@ -130,7 +118,7 @@ def _fit_predict_evaluate(train, test, model, tmp_path, capsys, numeric):
 
     # the held-out line: the same split, the same accuracy
     Xa, Xb, ya, yb = train_test_split(Xtr, ytr, test_size=0.2, random_state=0, stratify=ytr)
-    assert _number(r"held-out accuracy: ([0-9.]+)", out) == round(clone(ref).fit(Xa, ya).score(Xb, yb), 4)
+    assert cli_number(r"held-out accuracy: ([0-9.]+)", out) == round(clone(ref).fit(Xa, ya).score(Xb, yb), 4)
 
     # the saved pipeline: TF-IDF rows kept sparse into the mercer estimator
     loaded = load(path)
@@ -139,16 +127,16 @@ def _fit_predict_evaluate(train, test, model, tmp_path, capsys, numeric):
     assert sp.issparse(_fitted_rows(est)) or type(_fitted_rows(est)).__name__ == "SparseRows"
 
     # predict on the test file: the reference's predictions and accuracy
-    out, _ = _run(["predict", "--model", path, "--data", tmp_path / "test.csv", "--target", "category",
+    out, _ = cli_ok(["predict", "--model", path, "--data", tmp_path / "test.csv", "--target", "category",
                    "--out", tmp_path / "pred.csv"], capsys)
     ref.fit(Xtr, ytr)
     expected = ref.predict(Xte)
     np.testing.assert_array_equal(pd.read_csv(tmp_path / "pred.csv")["prediction"].to_numpy().astype(str),
                                   expected.astype(str))
-    assert _number(r"accuracy against 'category': ([0-9.]+)", out) == round(float(np.mean(expected == yte)), 4)
+    assert cli_number(r"accuracy against 'category': ([0-9.]+)", out) == round(float(np.mean(expected == yte)), 4)
 
     # evaluate: 3-fold cross-validation on the reference's folds
-    out, _ = _run(["evaluate", "--data", tmp_path / "t.csv", "--target", "category", "--text", "text", "--model",
+    out, _ = cli_ok(["evaluate", "--data", tmp_path / "t.csv", "--target", "category", "--text", "text", "--model",
                    model, "--cv", "3"], capsys)
     row = next(line for line in out.splitlines() if line.strip().startswith("accuracy"))
     folds = StratifiedKFold(n_splits=3, shuffle=True, random_state=0)
@@ -178,15 +166,15 @@ def test_text_with_tuning_and_tune_command(tmp_path, capsys):
     """The default tuning and ``mercer tune`` learn on the sparse TF-IDF rows (no dense copy)."""
     df = _tiny_table(90, seed=2)
     df.to_csv(tmp_path / "t.csv", index=False)
-    out, _ = _run(["fit", "--data", tmp_path / "t.csv", "--target", "category", "--text", "text", "--model",
+    out, _ = cli_ok(["fit", "--data", tmp_path / "t.csv", "--target", "category", "--text", "text", "--model",
                    "ridge-classifier", "--holdout", "0", "--out", tmp_path / "m.mercer"], capsys)
     assert "tuned: " in out and "training accuracy" in out
-    out, _ = _run(["tune", "--data", tmp_path / "t.csv", "--target", "category", "--text", "text", "--model",
+    out, _ = cli_ok(["tune", "--data", tmp_path / "t.csv", "--target", "category", "--text", "text", "--model",
                    "ridge-classifier", "--out", tmp_path / "tuned.mercer"], capsys)
     assert "saved:" in out
     model = load(tmp_path / "tuned.mercer")
     assert sp.issparse(model.named_steps["prep"].transform(_texts(df).drop(columns="category")))
-    out, _ = _run(["tune", "--data", tmp_path / "t.csv", "--target", "category", "--text", "text", "--model",
+    out, _ = cli_ok(["tune", "--data", tmp_path / "t.csv", "--target", "category", "--text", "text", "--model",
                    "svc", "--search", "halving", "--cv", "3"], capsys)
     assert "successive halving over 24 candidates" in out
 
@@ -254,14 +242,14 @@ def test_wide_one_hot_stays_sparse_and_matches_dense(tmp_path, capsys):
     train, test = df.iloc[:300], df.iloc[300:]
     train.to_csv(tmp_path / "t.csv", index=False)
     test.to_csv(tmp_path / "test.csv", index=False)
-    out, _ = _run(["fit", "--data", tmp_path / "t.csv", "--target", "y", "--model", "ridge", "--no-tune",
+    out, _ = cli_ok(["fit", "--data", tmp_path / "t.csv", "--target", "y", "--model", "ridge", "--no-tune",
                    "--holdout", "0", "--out", tmp_path / "m.mercer"], capsys)
     assert f"1 categorical column(s) one-hot encoded ({train['city'].nunique()} sparse columns)" in out
     model = load(tmp_path / "m.mercer")
     Xte = test.drop(columns="y")
     assert sp.isspmatrix_csr(model.named_steps["prep"].transform(Xte))
     assert type(final_estimator(model).X_fit_).__name__ == "SparseRows"
-    out, _ = _run(["predict", "--model", tmp_path / "m.mercer", "--data", tmp_path / "test.csv", "--out",
+    out, _ = cli_ok(["predict", "--model", tmp_path / "m.mercer", "--data", tmp_path / "test.csv", "--out",
                    tmp_path / "pred.csv"], capsys)
     # the same model on the dense one-hot, written by hand: the same predictions
     prep = ColumnTransformer([
@@ -279,10 +267,10 @@ def test_wide_one_hot_stays_sparse_and_matches_dense(tmp_path, capsys):
 def test_wide_one_hot_evaluate_and_tuning(tmp_path, capsys):
     """evaluate and the default tuning (the SVR's C grid included) on the sparse one-hot rows."""
     _wide_table(300, seed=5).to_csv(tmp_path / "t.csv", index=False)
-    out, _ = _run(["evaluate", "--data", tmp_path / "t.csv", "--target", "y", "--model", "nystroem-ridge",
+    out, _ = cli_ok(["evaluate", "--data", tmp_path / "t.csv", "--target", "y", "--model", "nystroem-ridge",
                    "--cv", "3"], capsys)
     assert float(next(line for line in out.splitlines() if line.strip().startswith("R^2")).split()[1]) > 0.3
-    out, _ = _run(["fit", "--data", tmp_path / "t.csv", "--target", "y", "--model", "svr", "--holdout", "0",
+    out, _ = cli_ok(["fit", "--data", tmp_path / "t.csv", "--target", "y", "--model", "svr", "--holdout", "0",
                    "--out", tmp_path / "svr.mercer"], capsys)
     assert "tuned: " in out
     assert sp.issparse(final_estimator(load(tmp_path / "svr.mercer")).support_vectors_)

@@ -20,24 +20,6 @@ da = pytest.importorskip("dask.array")
 distributed = pytest.importorskip("distributed")
 
 
-@pytest.fixture(scope="session")
-def client():
-    """One LocalCluster of 2 single-threaded worker processes for the session (start-up ~2-4 s)."""
-    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, host="127.0.0.1", dashboard_address=None)
-    cl = distributed.Client(cluster, set_as_default=False)
-    cl.run(__import__, "mercer.distributed")  # the workers import torch and mercer once, here
-    yield cl
-    cl.close()
-    cluster.close()
-
-
-@pytest.fixture
-def in_force(client):
-    """The session's client as the default one, for one test."""
-    with client.as_current():
-        yield client
-
-
 def _ran_on_workers(task_stream, name: str) -> int:
     """Tasks of the function ``name`` the workers ran."""
     return sum(1 for t in task_stream.data if str(t["key"]).startswith(name))
@@ -56,24 +38,24 @@ def _data(n=600, d=5, seed=0, classes=None):
 _PARAMS = dict(gamma=0.2, n_centers=60, alpha=1.0, dtype="float64", tol=1e-9, max_iter=200, random_state=0)
 
 
-def test_engine_applies_only_with_a_client(client):
+def test_engine_applies_only_with_a_client(dask_client):
     X, _ = _data(50)
     Xd = da.from_array(X, chunks=20)
     assert distributed_engine(X) is None
     assert distributed_engine(Xd) is None  # no client in force: DaskSource streaming in this process
-    with client.as_current():
+    with dask_client.as_current():
         assert distributed_engine(Xd) is not None
-    with mercer.config_context(dask_client=client):
+    with mercer.config_context(dask_client=dask_client):
         assert distributed_engine(Xd) is not None
     with pytest.raises(ValueError, match="'dask_client' parameter of Config must be a distributed.Client or None"):
         mercer.config_context(dask_client="tcp://127.0.0.1:8786").__enter__()
 
 
-def test_config_client_runs_the_fit(client):
+def test_config_client_runs_the_fit(dask_client):
     X, y = _data(300)
     params = dict(_PARAMS, solver="cg")
     ref = mercer.NystroemKernelRidge(**params).fit(X, y)
-    with mercer.config_context(dask_client=client), distributed.get_task_stream(client=client) as ts:
+    with mercer.config_context(dask_client=dask_client), distributed.get_task_stream(client=dask_client) as ts:
         model = mercer.NystroemKernelRidge(**params).fit(da.from_array(X, chunks=(100, -1)),
                                                           da.from_array(y, chunks=100))
     assert _ran_on_workers(ts, "_part_kt_k_v") == 3 * int(model.n_iter_[0])  # 3 partitions per CG iteration
@@ -82,13 +64,13 @@ def test_config_client_runs_the_fit(client):
 
 @pytest.mark.parametrize("fit_intercept", [False, True])
 @pytest.mark.parametrize("solver", ["cg", "direct"])
-def test_regressor_on_cluster_equals_in_memory(in_force, solver, fit_intercept):
+def test_regressor_on_cluster_equals_in_memory(dask_in_force, solver, fit_intercept):
     X, y = _data()
     Xt, _ = _data(200, seed=1)
     sw = np.random.default_rng(2).uniform(0.5, 2, size=len(y))
     params = dict(_PARAMS, solver=solver, fit_intercept=fit_intercept)
     ref = mercer.NystroemKernelRidge(**params).fit(X, y, sample_weight=sw)
-    with distributed.get_task_stream(client=in_force) as ts:
+    with distributed.get_task_stream(client=dask_in_force) as ts:
         model = mercer.NystroemKernelRidge(**params).fit(da.from_array(X, chunks=(170, -1)),
                                                          da.from_array(y, chunks=90), sample_weight=sw)
     assert _ran_on_workers(ts, "_part_kt_k" if solver == "direct" else "_part_kt_k_v") >= 4  # 4 partitions
@@ -102,7 +84,7 @@ _AGREEMENT_FACTOR = 10
 
 
 @pytest.mark.parametrize("scaled", [True, False], ids=["scaled", "unscaled"])
-def test_engines_agree_to_the_conditionings_bound(in_force, monkeypatch, scaled):
+def test_engines_agree_to_the_conditionings_bound(dask_in_force, monkeypatch, scaled):
     """The Dask and in-memory direct Nyström solves agree to _AGREEMENT_FACTOR * cond * eps (coefficients,
     relative), cond being the condition estimate of their system; unscaled features (cond ~1e14) warn."""
     rng = np.random.default_rng(0)
@@ -131,7 +113,7 @@ def test_engines_agree_to_the_conditionings_bound(in_force, monkeypatch, scaled)
     assert np.abs(pred - pred_ref).max() <= bound * np.abs(pred_ref).max()
 
 
-def test_regressor_dataframe_and_numpy_y(in_force):
+def test_regressor_dataframe_and_numpy_y(dask_in_force):
     dd = pytest.importorskip("dask.dataframe")
     pd = pytest.importorskip("pandas")
     X, y = _data()
@@ -143,7 +125,7 @@ def test_regressor_dataframe_and_numpy_y(in_force):
     np.testing.assert_allclose(model.predict(Xt), ref.predict(Xt.to_numpy()), rtol=0, atol=1e-6)
 
 
-def test_classifier_on_cluster_equals_in_memory(in_force):
+def test_classifier_on_cluster_equals_in_memory(dask_in_force):
     X, y = _data(classes=3)
     labels = np.array(["a", "b", "c"])[y]
     params = dict(_PARAMS, solver="cg")
@@ -155,15 +137,15 @@ def test_classifier_on_cluster_equals_in_memory(in_force):
     assert (model.predict(Xt) == ref.predict(Xt)).all()
 
 
-def test_predict_of_dask_array_runs_on_workers(in_force):
+def test_predict_of_dask_array_runs_on_workers(dask_in_force):
     X, y = _data()
     model = mercer.NystroemKernelRidge(**_PARAMS).fit(X, y)
     Xt = _data(300, seed=5)[0]
     out = model.predict(da.from_array(Xt, chunks=(100, -1)))
     assert isinstance(out, da.Array) and out.chunks[0] == (100, 100, 100)
-    fut = in_force.compute(out)  # on the cluster's workers
+    fut = dask_in_force.compute(out)  # on the cluster's workers
     np.testing.assert_allclose(fut.result(), model.predict(Xt), rtol=0, atol=1e-10)
-    assert set(in_force.who_has(fut)[fut.key]) <= set(in_force.scheduler_info()["workers"])
+    assert set(dask_in_force.who_has(fut)[fut.key]) <= set(dask_in_force.scheduler_info()["workers"])
 
 
 def test_fallback_without_client_streams_in_process():
@@ -173,7 +155,7 @@ def test_fallback_without_client_streams_in_process():
     np.testing.assert_allclose(model.predict(X), ref.predict(X), rtol=0, atol=1e-6)
 
 
-def test_operator_products_equal_dense(in_force):
+def test_operator_products_equal_dense(dask_in_force):
     import torch
 
     from mercer.distributed import DaskKernelOperator
@@ -184,7 +166,7 @@ def test_operator_products_equal_dense(in_force):
     Z = torch.from_numpy(X[:17].copy())
     k = RBF(gamma=0.5)
     K = k(torch.from_numpy(X), Z).numpy()
-    op = DaskKernelOperator(k, da.from_array(X, chunks=(60, -1)), Z, client=in_force, memory_budget=1 << 22)
+    op = DaskKernelOperator(k, da.from_array(X, chunks=(60, -1)), Z, client=dask_in_force, memory_budget=1 << 22)
     v = np.random.default_rng(0).normal(size=(17, 2))
     w = np.random.default_rng(1).uniform(size=250)
     np.testing.assert_allclose(op.kt_k_v(torch.from_numpy(v), weights=op.per_sample(w)).numpy(), K.T @ (w[:, None] * (K @ v)),
@@ -194,7 +176,7 @@ def test_operator_products_equal_dense(in_force):
     np.testing.assert_allclose(op.kt_k().numpy(), K.T @ K, rtol=1e-12, atol=1e-12)
 
 
-def test_operator_spreads_its_tasks_over_the_workers(in_force):
+def test_operator_spreads_its_tasks_over_the_workers(dask_in_force):
     """Partitions that all sit on one worker: each product's tasks still run 3 / 3 on the two workers
     (every product waits for its busiest worker). The products equal the dense ones."""
     import torch
@@ -206,13 +188,13 @@ def test_operator_spreads_its_tasks_over_the_workers(in_force):
     X = X.copy()
     Z = torch.from_numpy(X[:11].copy())
     k = RBF(gamma=0.5)
-    op = DaskKernelOperator(k, da.from_array(X, chunks=(100, -1)), Z, client=in_force, memory_budget=1 << 22)
-    workers = sorted(in_force.scheduler_info()["workers"])
-    op._parts = in_force.scatter([X[i:i + 100] for i in range(0, 600, 100)], workers=workers[:1], hash=False)
-    assert {w for ws in in_force.who_has(op._parts).values() for w in ws} == {workers[0]}
+    op = DaskKernelOperator(k, da.from_array(X, chunks=(100, -1)), Z, client=dask_in_force, memory_budget=1 << 22)
+    workers = sorted(dask_in_force.scheduler_info()["workers"])
+    op._parts = dask_in_force.scatter([X[i:i + 100] for i in range(0, 600, 100)], workers=workers[:1], hash=False)
+    assert {w for ws in dask_in_force.who_has(op._parts).values() for w in ws} == {workers[0]}
     K = k(torch.from_numpy(X), Z).numpy()
     v = np.random.default_rng(0).normal(size=(11, 1))
-    with distributed.get_task_stream(client=in_force) as ts:
+    with distributed.get_task_stream(client=dask_in_force) as ts:
         np.testing.assert_allclose(op.kt_k_v(torch.from_numpy(v)).numpy(), K.T @ (K @ v), rtol=1e-12, atol=1e-12)
     ran = [t["worker"] for t in ts.data if str(t["key"]).startswith("_part_kt_k_v")]
     assert sorted(ran.count(w) for w in workers) == [3, 3]
@@ -227,7 +209,7 @@ def test_operator_spreads_its_tasks_over_the_workers(in_force):
                                 memory_budget=1 << 18),
     lambda: mercer.approx.Nystroem(n_components=16, gamma=0.1, random_state=0, memory_budget=1 << 18),
 ], ids=["RandomFeatureRidge", "ApproximateKernelPCA", "KMeans", "KernelKMeans", "Nystroem"])
-def test_streaming_estimators_with_the_cluster_in_force(in_force, make):
+def test_streaming_estimators_with_the_cluster_in_force(dask_in_force, make):
     """The other estimators whose fit streams over samples: with a client in force, a Dask array's
     partitions are computed by the cluster and read block by block; the fit equals the in-memory one
     (1e-6), and its predict / transform of a Dask array is a Dask array with the in-memory values."""
@@ -240,12 +222,12 @@ def test_streaming_estimators_with_the_cluster_in_force(in_force, make):
     method = "predict" if hasattr(ref, "predict") and not hasattr(ref, "transform") or supervised else "transform"
     out = getattr(est, method)(Xd)
     assert isinstance(out, da.Array)
-    np.testing.assert_allclose(in_force.compute(out).result(), getattr(ref, method)(X), rtol=0, atol=1e-6)
+    np.testing.assert_allclose(dask_in_force.compute(out).result(), getattr(ref, method)(X), rtol=0, atol=1e-6)
     if hasattr(ref, "labels_"):
         np.testing.assert_array_equal(est.labels_, ref.labels_)
 
 
-def test_learned_ard_kernel_on_the_cluster_equals_in_memory(in_force):
+def test_learned_ard_kernel_on_the_cluster_equals_in_memory(dask_in_force):
     """NystroemKernelRidgeCV (ARD RBF, alpha and the centres learned) on a Dask array with the cluster's
     client in force: the learning's two blocked passes read the partitions the workers compute, block
     by block, and learn the hyperparameters and centres of the in-memory fit; the final
@@ -264,14 +246,14 @@ def test_learned_ard_kernel_on_the_cluster_equals_in_memory(in_force):
 
 
 @pytest.mark.slow
-def test_worker_killed_mid_fit_gives_the_undisturbed_fit(in_force, monkeypatch):
+def test_worker_killed_mid_fit_gives_the_undisturbed_fit(dask_in_force, monkeypatch):
     """A worker process killed (SIGKILL) after 3 CG iterations: its partitions are recomputed from
     their graph on the other worker (its nanny restarts it) and the fit equals the undisturbed one."""
     X, y = _data(2000, d=4)
     params = dict(_PARAMS, solver="cg", n_centers=100, preconditioner="none", tol=1e-10)
     Xd, yd = da.from_array(X, chunks=(250, -1)), da.from_array(y, chunks=250)
     ref = mercer.NystroemKernelRidge(**params).fit(Xd, yd)
-    pids = in_force.run(os.getpid)
+    pids = dask_in_force.run(os.getpid)
     victim = next(iter(pids.values()))
     killed = []
 
@@ -287,7 +269,7 @@ def test_worker_killed_mid_fit_gives_the_undisturbed_fit(in_force, monkeypatch):
     assert killed and model.n_iter_[0] > 3
     Xt = _data(200, d=4, seed=6)[0]
     np.testing.assert_array_equal(model.predict(Xt), ref.predict(Xt))  # the same sums in the same order
-    in_force.wait_for_workers(2, timeout=60)
+    dask_in_force.wait_for_workers(2, timeout=60)
 
 
 class _Interrupt(Exception):

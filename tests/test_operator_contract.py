@@ -167,25 +167,9 @@ def test_register_engine_checks_the_engine():
                                                       "operator": lambda s, *a, **k: None})())
 
 
-# -- the Dask engine --------------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def dask_client():
-    pytest.importorskip("dask.array")
-    distributed = pytest.importorskip("distributed")
-    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, host="127.0.0.1", dashboard_address=None)
-    cl = distributed.Client(cluster, set_as_default=False)
-    cl.run(__import__, "mercer.distributed")
-    yield cl
-    cl.close()
-    cluster.close()
-
-
+# -- the Dask engine (dask_client, dask_in_force: conftest.py) ------------------------------------
+@pytest.mark.usefixtures("dask_in_force")
 class TestDaskOperator(OperatorContract):
-    @pytest.fixture(autouse=True)
-    def _in_force(self, dask_client):
-        with dask_client.as_current():
-            yield
-
     @staticmethod
     def make(kernel, X, Z):
         import dask.array as da

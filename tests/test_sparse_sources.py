@@ -9,7 +9,6 @@ import pandas as pd
 import pytest
 import scipy.sparse as sp
 import torch
-from sklearn.base import clone
 
 from mercer import approx, sources
 from mercer._sparse import SparseRows
@@ -17,6 +16,7 @@ from mercer.linalg import KernelOperator, MemoryBudgetError, engine_for, source_
 from mercer.models import (ApproximateKernelPCA, KernelKMeans, KernelSVC, KMeans, NystroemKernelRidge,
                            NystroemKernelRidgeClassifier, RandomFeatureRidge)
 
+from conftest import assert_fit_matches, write_parquet_parts
 from contracts import OperatorContract
 
 BUDGET = 1 << 18  # 256 KiB: several blocks per pass
@@ -43,9 +43,8 @@ def stored(data, tmp_path_factory):
     root = tmp_path_factory.mktemp("sparse_sources")
     sp.save_npz(root / "X.npz", X)
     sp.save_npz(root / "X_stored.npz", X, compressed=False)
-    (root / "pq").mkdir()
-    sources.write_sparse_parquet(root / "pq" / "part-0.parquet", X[:230], y[:230], row_group_size=70)
-    sources.write_sparse_parquet(root / "pq" / "part-1.parquet", X[230:], y[230:], row_group_size=111)
+    write_parquet_parts(root, lambda path, rows, size: sources.write_sparse_parquet(path, X[rows], y[rows],
+                                                                                    row_group_size=size), 230)
     return root
 
 
@@ -63,21 +62,12 @@ def _source(kind, stored, X):
     return da.from_array(X, chunks=(137, -1), asarray=False)
 
 
-def _apply(method, Xa):
-    out = method(Xa)
-    return np.asarray(out.compute() if hasattr(out, "compute") else out)
-
-
 def _check(kind, stored, data, est, method="predict", y=None, atol=1e-8, **fit_kw):
     """Fit on the source and on the CSR in memory: the same outputs, applied to the source and to the CSR."""
     X = data[0]
-    Xs = _source(kind, stored, X)
-    ref = clone(est).fit(X, y, **fit_kw)
-    got = clone(est).fit(Xs, y, **fit_kw)
+    ref, got = assert_fit_matches(est, _source(kind, stored, X), X, y=y, method=method, apply_to=[X], atol=atol,
+                                  **fit_kw)
     assert got.n_features_in_ == D
-    expected = np.asarray(getattr(ref, method)(X))
-    np.testing.assert_allclose(_apply(getattr(got, method), Xs), expected, rtol=0, atol=atol)
-    np.testing.assert_allclose(np.asarray(getattr(got, method)(X)), expected, rtol=0, atol=atol)
     return ref, got
 
 
@@ -310,26 +300,10 @@ def test_non_streaming_fit_reads_the_csr_into_memory(stored, data):
         KernelSVC(memory_budget=4096).fit(str(stored / "X.npz"), lab)
 
 
-# -- the Dask engine on sparse chunks ----------------------------------------------------------------
-@pytest.fixture(scope="module")
-def dask_client():
-    pytest.importorskip("dask.array")
-    distributed = pytest.importorskip("distributed")
-    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, host="127.0.0.1", dashboard_address=None)
-    cl = distributed.Client(cluster, set_as_default=False)
-    cl.run(__import__, "mercer.distributed")
-    yield cl
-    cl.close()
-    cluster.close()
-
-
+# -- the Dask engine on sparse chunks (dask_client, dask_in_force: conftest.py) ---------------
+@pytest.mark.usefixtures("dask_in_force")
 class TestDaskSparseOperator(OperatorContract):
     """The Dask engine's operator on partitions that are scipy CSR matrices, with sparse centres."""
-
-    @pytest.fixture(autouse=True)
-    def _in_force(self, dask_client):
-        with dask_client.as_current():
-            yield
 
     @staticmethod
     def make(kernel, X, Z):

@@ -27,6 +27,8 @@ from mercer.linalg import MemoryBudgetError
 from mercer.models import (ApproximateKernelPCA, KernelKMeans, KernelSVC, KMeans, NystroemKernelRidge,
                            RandomFeatureRidge)
 
+from conftest import assert_fit_matches, write_parquet_parts
+
 BUDGET = 1 << 18  # 256 KiB: several blocks per pass for the data below
 N, D = 600, 4
 
@@ -47,22 +49,18 @@ def stored(data, tmp_path_factory):
     np.save(root / "X.npy", X)
     frame = pd.DataFrame(X, columns=[f"x{j}" for j in range(D)])
     frame["y"] = y
-    (root / "pq").mkdir()
-    frame.iloc[:250].to_parquet(root / "pq" / "part-0.parquet", row_group_size=70)
-    frame.iloc[250:].to_parquet(root / "pq" / "part-1.parquet", row_group_size=111)
+    write_parquet_parts(root, lambda path, rows, size: frame.iloc[rows].to_parquet(path, row_group_size=size), 250)
     return root
 
 
 def _inputs(stored, X):
-    """name -> (training X, X to apply the model to) for each kind of streamed data."""
-    out = {"npy": (str(stored / "X.npy"), str(stored / "X.npy")),
-           "parquet": (sources.read_parquet(stored / "pq", target="y")[0],) * 2}
+    """name -> X for each kind of streamed data (the model is fitted on it and applied to it)."""
+    out = {"npy": str(stored / "X.npy"), "parquet": sources.read_parquet(stored / "pq", target="y")[0]}
     try:
         import dask.array as da
     except ImportError:
         return out
-    Xd = da.from_array(np.asarray(X), chunks=(137, D))
-    out["dask"] = (Xd, Xd)
+    out["dask"] = da.from_array(np.asarray(X), chunks=(137, D))
     return out
 
 
@@ -71,11 +69,6 @@ KINDS = ["npy", "parquet", "dask"]
 
 def _frame(X):
     return pd.DataFrame(X, columns=[f"x{j}" for j in range(D)])
-
-
-def _apply(method, Xa):
-    out = method(Xa)
-    return np.asarray(out.compute() if hasattr(out, "compute") else out)
 
 
 def _reference_X(kind, X):
@@ -87,12 +80,8 @@ def _check(kind, stored, data, est, method="predict", y=None, atol=1e-6, **fit_k
     inputs = _inputs(stored, X)
     if kind not in inputs:
         pytest.skip("dask is not installed")
-    Xfit, Xapply = inputs[kind]
-    ref = clone(est).fit(_reference_X(kind, X), y, **fit_kw)
-    got = clone(est).fit(Xfit, y, **fit_kw)
+    ref, got = assert_fit_matches(est, inputs[kind], _reference_X(kind, X), y=y, method=method, atol=atol, **fit_kw)
     assert got.n_features_in_ == D
-    expected = np.asarray(getattr(ref, method)(_reference_X(kind, X)))
-    np.testing.assert_allclose(_apply(getattr(got, method), Xapply), expected, rtol=0, atol=atol)
     return ref, got
 
 
