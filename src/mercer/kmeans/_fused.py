@@ -55,41 +55,36 @@ log = logging.getLogger(__name__)
 
 #: From ``k * d`` of this size on, the distances of the points whose labels the bounds do not prove
 #: are computed by one GEMM per block of rows (BLAS through torch) rather than in the compiled loop
-#: (:func:`uses_gemm`). Measured (n = 20,000, one thread, float64, fit times loop / GEMM): k = 50:
-#: d = 16 0.93, d = 24 1.13, d = 32 1.25, d = 64 1.8; k = 16: d = 32 0.87, d = 64 0.84, d = 128 1.13;
-#: k = 8: d = 64 0.72, d = 128 0.81 (each with its better bounds setting).
+#: (:func:`uses_gemm`). Figures: benchmarks/results/cluster/notes.md.
 GEMM_MIN_WORK = 1500
 
-#: Fewest clusters for which Hamerly's bounds are used by default in the compiled loop: they pay
-#: from k = 8 (k = 8: 0.9-1.0x the time without, k = 16: 0.7-0.8x; k = 4: 1.1-1.2x).
+#: Fewest clusters for which Hamerly's bounds are used by default in the compiled loop (where they
+#: pay: benchmarks/results/cluster/notes.md).
 LOOP_MIN_CLUSTERS_FOR_BOUNDS = 8
 
-#: The same with the GEMM blocks (it was the library-wide
-#: :data:`mercer.kmeans.MIN_CLUSTERS_FOR_BOUNDS`, 24). Measured (one thread, CPU time with bounds /
-#: without, same labels): Fashion-MNIST 60,000 x 784, k = 10: 0.59; Gaussian blobs n = 60,000:
-#: d = 128 k = 16 0.61, d = 256 k = 8 0.69, k = 16 0.72, d = 784 k = 8 0.97, k = 16 0.95;
-#: below 8, d = 400 k = 4 0.73, d = 784 k = 4 1.03, k = 2 0.96.
+#: The same with the GEMM blocks (the torch passes' :data:`mercer.kmeans.MIN_CLUSTERS_FOR_BOUNDS` is 24;
+#: figures: benchmarks/results/cluster/notes.md).
 GEMM_MIN_CLUSTERS_FOR_BOUNDS = 8
 
 #: Above this fraction of a chunk's rows flagged by their moved bounds on the last pass, its next
 #: bounds' check computes every row's distance to its own centre (:func:`_check_tight`) instead of
-#: those of the flagged rows behind a branch (:func:`_check`); see benchmarks/results/cluster/notes.md.
+#: those of the flagged rows behind a branch (:func:`_check`). Figures: benchmarks/results/cluster/notes.md.
 _TIGHT_FLAGGED = 0.25
 
 #: Rows per GEMM block (the (k, rows) distance block and the running minima stay in cache).
 _GEMM_ROWS = 1024
 
 #: A chunk of rows -- the unit of work that a thread claims -- holds about this many operations of
-#: a full pass (``rows * k * (d + 4)``: the distances and the running minima), ~0.5 ms on one core
-#: in the compiled loop; four times as many with the GEMM (~1 ms: a chunk then costs ~30 us of
-#: Python and torch calls besides).
+#: a full pass (``rows * k * (d + 4)``: the distances and the running minima), about half a
+#: millisecond on one core; four times as many with the GEMM (whose chunk also pays Python and
+#: torch calls).
 _CHUNK_WORK = 2**21
 
-#: The bounds' check of a row (``_check``: ~14 ns, measured at n = 5,000, k = 50, d = 8) in
-#: operations of the distance work (:func:`chunk_rows` counts ``k * (d + 4)`` per row).
+#: The bounds' check of a row in operations of the distance work (:func:`chunk_rows` counts
+#: ``k * (d + 4)`` per row; figure: benchmarks/results/cluster/notes.md).
 _CHECK_WORK = 64
 
-#: Passes of less distance work than this (two chunks' worth in the compiled loop, ~1 ms) run in
+#: Passes of less distance work than this (two chunks' worth in the compiled loop) run in
 #: one compiled call, :data:`_SERIAL_ITERS` iterations at most, then Python reports progress and
 #: takes an interrupt (Ctrl-C) before the next call.
 _SERIAL_MAX_WORK = 2 * _CHUNK_WORK
@@ -131,17 +126,13 @@ def fused_threads(n: int, k: int, d: int, gemm: bool) -> int:
     (the caller's setting, which :func:`mercer._backend.num_threads` scopes).
 
     Problems of one chunk (k = 50: n <= ~7,000 at d = 2, ~3,500 at d = 8) run on the calling
-    thread, as a pass is then shorter than the hand-over to a second thread is worth (~20-40 us);
+    thread, as a pass is then shorter than the hand-over to a second thread is worth;
     this is the pool's size, and each pass uses as many of them as its own work is worth
     (:meth:`_State.pass_threads`).
     The threads are a pool of Python threads running numba code without the GIL (and torch GEMMs
     on one thread each), never OpenMP: they block rather than spin while they wait, and claim
     chunks as they go, so a thread held up by another process on its core delays a pass by one
-    chunk at most. Measured on 2 cores shared with 5-8 other busy processes (load 6.6-7.3;
-    lloyd_fused alone, k = 50, wall time of 2 threads / 1 thread): n = 20,000 d = 2 0.56,
-    n = 100,000 d = 8 0.83, n = 20,000 d = 32 0.96, d = 128 1.09, d = 784 1.03, n = 5,000 d = 8
-    1.20 -- no collapse where the machine is busy, while torch's OpenMP GEMMs on 2 threads took
-    3-6x the 1-thread time there. On a quiet machine the lead's benchmark decides the rule.
+    chunk at most (figures on a busy machine: benchmarks/results/cluster/notes.md).
     """
     chunks = -(-n // chunk_rows(n, k, d, gemm))
     return max(1, min(torch.get_num_threads(), chunks))
@@ -638,9 +629,9 @@ class _State:
 
     def pass_threads(self, every: bool) -> int:
         """Threads of the next pass: one per chunk's worth of its work (:meth:`pass_work`;
-        :func:`chunk_rows`: ~0.5 ms in the compiled loop, ~2 ms with the GEMM), at most ``threads``.
+        :func:`chunk_rows`), at most ``threads``.
         Once the bounds settle most labels, a small problem's pass runs on the calling thread alone
-        rather than pay the hand-over to the pool (~50-100 us a pass)."""
+        rather than pay the hand-over to the pool."""
         if self.threads <= 1:
             return 1
         per_chunk = _CHUNK_WORK * (4 if self.gemm_rows is not None else 1)
@@ -816,7 +807,7 @@ def centre(X: np.ndarray, in_place: bool = False) -> tuple[np.ndarray, np.ndarra
     mean = (sums / max(n, 1)).astype(X.dtype)
     out = X if in_place and X.flags.c_contiguous and X.flags.writeable else np.empty((n, d), dtype=X.dtype)
     x_sq = np.empty(n, dtype=X.dtype)
-    threads = max(1, min(torch.get_num_threads(), 4 * n * d // _CHUNK_WORK))  # a part per ~0.5 ms at least
+    threads = max(1, min(torch.get_num_threads(), 4 * n * d // _CHUNK_WORK))  # a part per chunk's worth
     cuts = [n * p // threads for p in range(threads + 1)]
     centre_rows = _jit("_centre_rows")
     pool = _pool(threads)
@@ -840,7 +831,7 @@ def lloyd_fused(X: torch.Tensor, x_sq: torch.Tensor, centers: torch.Tensor, *, r
     clusters). ``gemm``: whether the distances are computed by GEMM blocks of at most ``rows``
     rows (:func:`~mercer.kmeans.block_rows`) or in the compiled loop (default: :func:`uses_gemm`).
     ``threads`` defaults to :func:`fused_threads`; the result does not depend on it. In the compiled
-    loop, iterations whose passes are small (:data:`_SERIAL_MAX_WORK`, about 1 ms: not worth a second
+    loop, iterations whose passes are small (:data:`_SERIAL_MAX_WORK`: not worth a second
     thread) run in one compiled call, up to :data:`_SERIAL_ITERS` at a time (:func:`_serial_passes`;
     ``serial=False`` returns after every pass); the numbers are the same either way.
 

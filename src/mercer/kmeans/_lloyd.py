@@ -54,7 +54,7 @@ class KMeansResult:
 
 def warn_distinct(owner: str, labels: torch.Tensor, k: int) -> None:
     """``ConvergenceWarning`` when fewer than ``k`` distinct labels were found (duplicate points)."""
-    found = int((torch.bincount(labels, minlength=k) > 0).sum())  # (torch.unique sorts: ~10x the time)
+    found = int((torch.bincount(labels, minlength=k) > 0).sum())  # (torch.unique sorts)
     if found < k:
         warnings.warn(f"{owner}: Number of distinct clusters ({found}) found smaller than n_clusters ({k}). "
                       "Possibly due to duplicate points in X.", ConvergenceWarning, stacklevel=4)
