@@ -66,10 +66,12 @@ LOOP_MIN_CLUSTERS_FOR_BOUNDS = 8
 #: figures: benchmarks/results/cluster/notes.md).
 GEMM_MIN_CLUSTERS_FOR_BOUNDS = 8
 
-#: Above this fraction of a chunk's rows flagged by their moved bounds on the last pass, its next
-#: bounds' check computes every row's distance to its own centre (:func:`_check_tight`) instead of
-#: those of the flagged rows behind a branch (:func:`_check`). Figures: benchmarks/results/cluster/notes.md.
-_TIGHT_FLAGGED = 0.25
+#: A row flagged by its moved bounds costs :func:`_check` about this many features' worth of its
+#: distance besides (a mispredicted branch, a scattered row): above ``d / (d + _TIGHT_ROW_COST)`` of a
+#: chunk's rows flagged on the last pass (a quarter at d = 9), its next check computes every row's
+#: distance to its own centre without a branch (:func:`_check_tight`). Figures:
+#: benchmarks/results/cluster/notes.md.
+_TIGHT_ROW_COST = 27
 
 #: Rows per GEMM block (the (k, rows) distance block and the running minima stay in cache).
 _GEMM_ROWS = 1024
@@ -236,14 +238,15 @@ def _check_tight(X, C, move, half_sep, margin, labels, u, l, lo, hi, todo):
 def _check_chunk(X, C, move, half_sep, margin, labels, u, l, lo, hi, first, bounds, todo, flagged, c):
     """The rows of chunk ``c`` (``lo:hi``) whose labels the bounds do not prove, listed in ``todo``
     (every row on the ``first`` pass or without ``bounds``); returns how many. :func:`_check_tight`
-    where the chunk's moved bounds failed for more than :data:`_TIGHT_FLAGGED` of its rows on the
-    last pass (``flagged[c]``, updated), else :func:`_check`."""
+    where the chunk's moved bounds failed for enough of its rows on the last pass (``flagged[c]``,
+    updated; :data:`_TIGHT_ROW_COST`), else :func:`_check`."""
     if first or not bounds:
         for i in range(lo, hi):
             todo[i - lo] = i
         flagged[c] = hi - lo
         return hi - lo
-    if flagged[c] > _TIGHT_FLAGGED * (hi - lo):
+    d = X.shape[1]
+    if flagged[c] * (d + _TIGHT_ROW_COST) > d * (hi - lo):
         m, f = _check_tight(X, C, move, half_sep, margin, labels, u, l, lo, hi, todo)
     else:
         m, f = _check(X, C, move, half_sep, margin, labels, u, l, lo, hi, todo)
