@@ -146,14 +146,14 @@ def solve_on(est, Xt: torch.Tensor, idx: np.ndarray, y: np.ndarray, Cb: np.ndarr
     it = torch.as_tensor(idx, device=Xt.device)
     rows = _Rows(est.kernel_, Xt[it], est._budget, cols=it if est.kernel_.is_precomputed else None,
                  owner=type(est).__name__)
-    width = 2 * n if pairs else n  # a cached row holds one entry per variable
+    width = 2 * n if pairs else n  # the batched solver's cached row holds one entry per variable
     # The cache's capacity (LIBSVM's cache_size): at least the two rows of the pair being updated.
     # (a cache_size of 1e308 MiB is inf bytes: capped, never int(inf))
     cache_bytes = est._plan.share("row cache") if est.cache_size is None else int(min(est.cache_size * MiB, 2.0**62))
-    cache_rows = max(2, min(n, cache_bytes // max(1, width * CACHE_ITEMSIZE)))
     rmap = np.concatenate([np.arange(n), np.arange(n)]) if pairs else None
     features = rows.features()
     if use_batched(n, features is not None or is_sparse(rows.X)):
+        cache_rows = max(2, min(n, cache_bytes // max(1, width * CACHE_ITEMSIZE)))
         q = working_set_size(width, cache_rows)
         # the new rows of a working set in one product, within the batch memory of the SMO's prefetch
         per_call = plan_rows(q, n * (Xt.element_size() + CACHE_ITEMSIZE), budget=est._budget, min_rows=1,
@@ -169,7 +169,9 @@ def solve_on(est, Xt: torch.Tensor, idx: np.ndarray, y: np.ndarray, Cb: np.ndarr
                             rows_per_call=per_call, warm_batch=per_call)
         res.index = idx
         return res
-    batch = plan_rows(MAX_BATCH, width * CACHE_ITEMSIZE, budget=est._budget, min_rows=MIN_BATCH,
+    # the SMO's cached row holds one entry per sample (SVR's two variables of a sample read one)
+    cache_rows = max(2, min(n, cache_bytes // max(1, n * CACHE_ITEMSIZE)))
+    batch = plan_rows(MAX_BATCH, n * CACHE_ITEMSIZE, budget=est._budget, min_rows=MIN_BATCH,
                       max_bytes=SVM_BATCH_BYTES, what="a batch of kernel rows")
     res = solve_smo(rows, rows.diag(), y, Cb, matvec=rows.matvec, cache_rows=cache_rows, cache_dtype=np.float32,
                     tol=solver_tol(est), shrinking=bool(est.shrinking), max_iter=int(est.max_iter), batch=batch,

@@ -26,8 +26,8 @@ first member (LIBSVM makes a separate pass for it). It keeps ``F = -y * G``, so 
 members are extremes of F on the sets I_up, I_low (bits of ``side``) with no sign branches,
 and skips the division of WSS3 for samples that cannot be the new minimum; these reformulations
 are exact (the iterates, hence iteration counts and support vectors, are those of the plain
-formulas). A cached row holds one entry per variable (``K[i, r(t)]``): SVR's two variables of a
-sample read one row, computed once. Gradient reconstruction after shrinking uses the free samples' cached rows, as
+formulas). A cached row holds one entry per sample, as LIBSVM's (SVR_Q): variable t reads entry
+``r(t)``, so SVR's two variables of a sample read one entry of one row. Gradient reconstruction after shrinking uses the free samples' cached rows, as
 LIBSVM's, and a blocked kernel product (by the caller) for the others.
 """
 
@@ -207,8 +207,7 @@ def _sample(rmap, t):
 @_jit.mark
 def _row(i, protect, cache, slot_of, owner, last_used, st, XT, scratch):
     """Slot of kernel row ``i`` (a sample), computed here when missing and ``XT`` holds the features
-    (RBF); -1 when missing and the caller must compute it. Computed here, a row's entries past the
-    samples (SVR's second n variables) are left to :func:`_row_mapped`."""
+    (RBF); -1 when missing and the caller must compute it."""
     s = slot_of[i]
     if s >= 0:
         return s
@@ -216,20 +215,6 @@ def _row(i, protect, cache, slot_of, owner, last_used, st, XT, scratch):
         return -1
     s = _new_slot(i, protect, slot_of, owner, last_used, st)
     _rbf_row(XT, i, cache[s], scratch)
-    return s
-
-
-@_jit.mark
-def _row_mapped(i, protect, cache, slot_of, owner, last_used, st, XT, scratch, rmap):
-    """:func:`_row` for a row map: a row holds one entry per variable, ``K[i, rmap[t]]`` (the first n
-    variables are the samples; SVR's second n read them again), filled here when computed here.
-    (Kept apart from :func:`_row`: the map passed through C-SVC's calls, even as None, cost ~10 %.)"""
-    rows0 = st[_S_ROWS]
-    s = _row(i, protect, cache, slot_of, owner, last_used, st, XT, scratch)
-    if s >= 0 and st[_S_ROWS] != rows0:
-        out = cache[s]
-        for t in range(slot_of.shape[0], out.shape[0]):
-            out[t] = out[rmap[t]]
     return s
 
 
@@ -246,10 +231,7 @@ def _subtract_free_rows(F, coef, free, cols, cache, slot_of, owner, last_used, s
         if work >= st[_S_WORK_MAX]:
             return r
         rows0 = st[_S_ROWS]
-        if rmap is None:
-            s = _row(free[r], -1, cache, slot_of, owner, last_used, st, XT, scratch)
-        else:
-            s = _row_mapped(rmap[free[r]], -1, cache, slot_of, owner, last_used, st, XT, scratch, rmap)
+        s = _row(_sample(rmap, free[r]), -1, cache, slot_of, owner, last_used, st, XT, scratch)
         if s < 0:
             continue
         work += cols.shape[0] + (st[_S_ROWS] - rows0) * row_work
@@ -257,7 +239,7 @@ def _subtract_free_rows(F, coef, free, cols, cache, slot_of, owner, last_used, s
         row = cache[s]
         c = coef[r]
         for t in cols:
-            F[t] -= c * row[t]
+            F[t] -= c * row[_sample(rmap, t)]
     return free.shape[0]
 
 
@@ -363,12 +345,8 @@ def _select(F, side, QD, cache, slot_of, owner, last_used, active, n_active, eps
     sample need[0] is missing (need[1] = -1). ``rmap``: each variable's sample (None: the identity)."""
     if gmax == -np.inf:  # I_up is empty (imax is then a sample off I_up, or -1)
         return 1
-    if rmap is None:
-        ri = imax
-        si = _row(ri, -1, cache, slot_of, owner, last_used, st, XT, scratch)
-    else:
-        ri = rmap[imax]
-        si = _row_mapped(ri, -1, cache, slot_of, owner, last_used, st, XT, scratch, rmap)
+    ri = _sample(rmap, imax)
+    si = _row(ri, -1, cache, slot_of, owner, last_used, st, XT, scratch)
     if si < 0:
         need[0] = ri
         need[1] = -1
@@ -387,7 +365,7 @@ def _select(F, side, QD, cache, slot_of, owner, last_used, active, n_active, eps
         f = F[t]
         gmax2 = max(gmax2, -f if low else -np.inf)
         gd = gmax - f
-        quad = qi + QD[t] - 2.0 * Ki[t]
+        quad = qi + QD[t] - 2.0 * Ki[_sample(rmap, t)]
         quad = quad if quad > 0 else TAU
         g = gd if low & (gd > 0) else 0.0
         if g * g > bound * quad:
@@ -426,16 +404,14 @@ def _select_nu(F, y, side, QD, cache, slot_of, owner, last_used, active, n_activ
                 iN = t
     sp = -1
     if ip >= 0:
-        sp = (_row(ip, -1, cache, slot_of, owner, last_used, st, XT, scratch) if rmap is None else
-              _row_mapped(rmap[ip], -1, cache, slot_of, owner, last_used, st, XT, scratch, rmap))
+        sp = _row(_sample(rmap, ip), -1, cache, slot_of, owner, last_used, st, XT, scratch)
         if sp < 0:
             need[0] = _sample(rmap, ip)
             need[1] = -1
             return 2
     sn = -1
     if iN >= 0:
-        sn = (_row(iN, sp, cache, slot_of, owner, last_used, st, XT, scratch) if rmap is None else
-              _row_mapped(rmap[iN], sp, cache, slot_of, owner, last_used, st, XT, scratch, rmap))
+        sn = _row(_sample(rmap, iN), sp, cache, slot_of, owner, last_used, st, XT, scratch)
         if sn < 0:
             need[0] = _sample(rmap, iN)
             need[1] = _sample(rmap, ip) if ip >= 0 else -1
@@ -454,7 +430,7 @@ def _select_nu(F, y, side, QD, cache, slot_of, owner, last_used, active, n_activ
                 gmaxp2 = max(gmaxp2, -f)
                 gd = gmaxp - f
                 if gd > 0:
-                    quad = QD[ip] + QD[t] - 2.0 * Kp[t]
+                    quad = QD[ip] + QD[t] - 2.0 * Kp[_sample(rmap, t)]
                     od = -(gd * gd) / (quad if quad > 0 else TAU)
                     if od <= obj_min:
                         jmin = t
@@ -463,7 +439,7 @@ def _select_nu(F, y, side, QD, cache, slot_of, owner, last_used, active, n_activ
                 gmaxn2 = max(gmaxn2, -f)
                 gd = gmaxn - f
                 if gd > 0:
-                    quad = QD[iN] + QD[t] - 2.0 * Kn[t]
+                    quad = QD[iN] + QD[t] - 2.0 * Kn[_sample(rmap, t)]
                     od = -(gd * gd) / (quad if quad > 0 else TAU)
                     if od <= obj_min:
                         jmin = t
@@ -566,13 +542,8 @@ def _run(y, F, G_bar, alpha, Cb, QD, side, cache, slot_of, owner, last_used, act
             return _CONVERGED
         i = need[0]
         j = need[1]
-        # (the identity map is compiled away: rmap passed through _row, even as None, cost C-SVC ~10 %)
-        if rmap is None:
-            si = slot_of[i]
-            sj = _row(j, si, cache, slot_of, owner, last_used, st, XT, scratch)
-        else:
-            si = slot_of[rmap[i]]
-            sj = _row_mapped(rmap[j], si, cache, slot_of, owner, last_used, st, XT, scratch, rmap)
+        si = slot_of[_sample(rmap, i)]
+        sj = _row(_sample(rmap, j), si, cache, slot_of, owner, last_used, st, XT, scratch)
         if sj < 0:
             need[0] = _sample(rmap, j)
             need[1] = _sample(rmap, i)
@@ -589,7 +560,7 @@ def _run(y, F, G_bar, alpha, Cb, QD, side, cache, slot_of, owner, last_used, act
         Cj = Cb[j]
         up_i = alpha[i] >= Ci
         up_j = alpha[j] >= Cj
-        dai, daj, nonpsd = _pair_step(i, j, Ki[j], y, F, alpha, Cb, QD, side)
+        dai, daj, nonpsd = _pair_step(i, j, Ki[_sample(rmap, j)], y, F, alpha, Cb, QD, side)
         st[_S_NONPSD] += nonpsd
         ai = alpha[i]
         aj = alpha[j]
@@ -598,7 +569,8 @@ def _run(y, F, G_bar, alpha, Cb, QD, side, cache, slot_of, owner, last_used, act
         imax = -1
         for k in range(st[_S_ACTIVE]):
             t = active[k]
-            f = F[t] - (Ki[t] * dai + Kj[t] * daj)
+            r = _sample(rmap, t)
+            f = F[t] - (Ki[r] * dai + Kj[r] * daj)
             F[t] = f
             f = f if side[t] & _UP else -np.inf
             if f >= gmax:
@@ -609,12 +581,12 @@ def _run(y, F, G_bar, alpha, Cb, QD, side, cache, slot_of, owner, last_used, act
         if up_i != (ai >= Ci):
             c = Ci * y[i] if not up_i else -Ci * y[i]
             for t in range(n):
-                G_bar[t] += c * y[t] * Ki[t]
+                G_bar[t] += c * y[t] * Ki[_sample(rmap, t)]
             work += n
         if up_j != (aj >= Cj):
             c = Cj * y[j] if not up_j else -Cj * y[j]
             for t in range(n):
-                G_bar[t] += c * y[t] * Kj[t]
+                G_bar[t] += c * y[t] * Kj[_sample(rmap, t)]
             work += n
         if st[_S_SHRINKING] == 1:
             st[_S_COUNTER] -= 1
@@ -822,6 +794,12 @@ def _rows_to_fetch(d: _Dual, slot_of: np.ndarray, first: int, batch: int) -> np.
     return np.asarray(want, dtype=np.int64)
 
 
+def _loop_map(d: _Dual, n: int) -> np.ndarray | None:
+    """The row map as the compiled loop takes it: None for the identity (compiled away), else
+    unsigned (indexed without numba's negative-index wraparound)."""
+    return None if d.rmap.shape[0] == n else d.rmap.astype(_ACTIVE_DTYPE)
+
+
 def _reconstruct(d: _Dual, matvec, c: _RowCache, XT: np.ndarray, scratch: np.ndarray) -> None:
     """LIBSVM's gradient reconstruction of the shrunk samples; makes every sample active.
     ``G = G_bar - 1 + y K[:, free] (alpha y)[free]``: the free samples' cached kernel rows (in
@@ -839,7 +817,7 @@ def _reconstruct(d: _Dual, matvec, c: _RowCache, XT: np.ndarray, scratch: np.nda
         r = 0
         while r < free.size:  # a Ctrl-C is raised between two calls
             r = _subtract_free_rows(d.F, coef, free, inactive, c.cache, c.slot_of, c.owner, c.last_used, d.st, XT,
-                                    scratch, done, r, None if n == c.slot_of.shape[0] else d.rmap)
+                                    scratch, done, r, _loop_map(d, c.slot_of.shape[0]))
         if not done.all():
             d.F[inactive] -= matvec(d.rmap[inactive], d.rmap[free[~done]], coef[~done])
     d.st[_S_ACTIVE] = n
@@ -902,7 +880,7 @@ def solve_smo(rows: Callable[[np.ndarray], np.ndarray], diag: np.ndarray, y: np.
         _warm_start(d, np.asarray(alpha0, dtype=np.float64), rows, max(1, batch), cache_dtype)
     # a batch at most an eighth of the cache: prefetched rows must not evict the useful ones
     batch = int(max(1, min(batch, n_slots // 8)))
-    c = _RowCache(n, n_slots, cache_dtype, rm)
+    c = _RowCache(n, n_slots, cache_dtype)  # rows of n entries, read through rmap (LIBSVM's SVR_Q)
     if features is None:
         XT, scratch = np.empty((0, 0)), np.empty((3, 1))
     else:
@@ -913,7 +891,7 @@ def solve_smo(rows: Callable[[np.ndarray], np.ndarray], diag: np.ndarray, y: np.
         scratch = np.empty((3, max(_CHUNK, XT.shape[0])), dtype=XT.dtype)
     # the compiled loop's arguments: arrays updated in place, never rebound
     args = (d.y, d.F, d.G_bar, d.alpha, d.Cb, d.QD, d.side, c.cache, c.slot_of, c.owner, c.last_used, d.active,
-            d.st, float(tol), d.need, XT, scratch, rm, True if nu else None)
+            d.st, float(tol), d.need, XT, scratch, _loop_map(d, n), True if nu else None)
     converged = True
     run = _jit("_run")
     observer = current_observer()
