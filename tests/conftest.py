@@ -128,6 +128,20 @@ def cli_number(pattern: str, text: str) -> float:
 
 
 # -- streamed data: files, a Dask cluster and the comparison with the fit in memory --------------------
+def text_like_rows(n: int, d: int, *, density: float, spacing: int, seed: int = 0):
+    """``(X, labels)``: ``n`` text-like rows as a canonical CSR matrix, ``density`` of the entries stored
+    (uniform in [0.1, 1]) and 1.5 added in column ``spacing * label`` of each row, its label one of
+    three: classes told apart by a few columns."""
+    import scipy.sparse as sp
+
+    rng = np.random.default_rng(seed)
+    labels = rng.integers(0, 3, n)
+    X = sp.random(n, d, density=density, format="csr", random_state=rng, data_rvs=lambda k: rng.uniform(0.1, 1, k))
+    X = sp.csr_matrix(X + sp.csr_matrix((np.full(n, 1.5), (np.arange(n), labels * spacing)), shape=(n, d)))
+    X.sort_indices()
+    return X, labels
+
+
 def write_parquet_parts(folder: Path, write, split: int) -> None:
     """``folder / "pq"``: two Parquet files with uneven row groups, rows ``[:split]`` in ``part-0``
     (groups of 70 rows) and ``[split:]`` in ``part-1`` (groups of 111); ``write(path, rows,

@@ -16,7 +16,7 @@ from mercer.linalg import KernelOperator, MemoryBudgetError, engine_for, source_
 from mercer.models import (ApproximateKernelPCA, KernelKMeans, KernelSVC, KMeans, NystroemKernelRidge,
                            NystroemKernelRidgeClassifier, RandomFeatureRidge)
 
-from conftest import assert_fit_matches, write_parquet_parts
+from conftest import assert_fit_matches, text_like_rows, write_parquet_parts
 from contracts import OperatorContract
 
 BUDGET = 1 << 18  # 256 KiB: several blocks per pass
@@ -27,11 +27,7 @@ N, D = 500, 2000
 @pytest.fixture(scope="module")
 def data():
     """Text-like rows: 2.5% dense, three classes told apart by a few columns; a smooth target."""
-    rng = np.random.default_rng(0)
-    labels = rng.integers(0, 3, N)
-    X = sp.random(N, D, density=0.025, format="csr", random_state=rng, data_rvs=lambda k: rng.uniform(0.1, 1, k))
-    X = sp.csr_matrix(X + sp.csr_matrix((np.full(N, 1.5), (np.arange(N), labels * 11)), shape=(N, D)))
-    X.sort_indices()
+    X, labels = text_like_rows(N, D, density=0.025, spacing=11)
     y = np.asarray(X[:, :40].sum(1)).ravel() + np.sin(3 * X[:, 11].toarray().ravel())
     return X, y, labels
 
