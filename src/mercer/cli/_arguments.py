@@ -82,7 +82,9 @@ def memory_size(text: str) -> int:
 
 # -- options shared by fit, evaluate and tune -----------------------------------------------------
 def add_data_arguments(p, *, target_help: str) -> None:
-    p.add_argument("--data", required=True, metavar="FILE", help="training data: .csv, .tsv, .npy or .parquet")
+    p.add_argument("--data", required=True, metavar="FILE",
+                   help="training data: .csv, .tsv, .npy or .parquet; sparse rows: .npz (scipy.sparse.save_npz) or "
+                        "Parquet in mercer's sparse layout (columns 'indices' and 'values')")
     p.add_argument("--target", metavar="COL", help=target_help)
     p.add_argument("--no-header", action="store_true", help="the CSV file has no header row")
     p.add_argument("--drop", nargs="+", default=[], metavar="COL", help="columns to leave out")
@@ -110,7 +112,7 @@ def add_compute_arguments(p) -> None:
 
 def add_model_arguments(p, *, model_required: bool = True) -> None:
     add_data_arguments(p, target_help="target column: a name or a 0-based index (negative counts from the end); "
-                                      "required except for kpca")
+                                      "for .npz data, a .npy file of one target per row; required except for kpca")
     p.add_argument("--model", required=model_required, choices=sorted(MODELS), help="estimator to fit")
     p.add_argument("--kernel", default="rbf", metavar="SPEC", help=_KERNEL_HELP)
     p.add_argument("--alpha", type=positive_float, default=None,
@@ -161,9 +163,11 @@ def add_tune_arguments(p) -> None:
 
 def add_predict_arguments(p) -> None:
     p.add_argument("--model", required=True, metavar="MODEL", help="a file written by 'mercer fit'")
-    p.add_argument("--data", required=True, metavar="FILE", help=".csv, .tsv, .npy or .parquet")
+    p.add_argument("--data", required=True, metavar="FILE",
+                   help=".csv, .tsv, .npy or .parquet; sparse rows: .npz or the sparse Parquet layout")
     p.add_argument("--target", metavar="COL",
-                   help="a target column to drop before predicting (and to score against)")
+                   help="a target column to drop before predicting (and to score against); for .npz data, a .npy "
+                        "file of the targets")
     p.add_argument("--device", default=None, help="where to compute (default cpu)")
     p.add_argument("--no-header", action="store_true", help="the CSV file has no header row")
     p.add_argument("--out", default="-", metavar="FILE.csv", help="output CSV (default '-': standard output)")

@@ -19,7 +19,7 @@ from ..models import (KernelPCA, KernelRidge, KernelRidgeClassifier, KernelSVC, 
                       NystroemKernelRidge, NystroemKernelRidgeClassifier)
 from . import _autotune
 from ._arguments import MODELS
-from ._data import CLIError, is_large_input, read_table, streamed_table
+from ._data import CLIError, is_large_input, is_sparse_input, read_table, sparse_table, streamed_table
 from ._prep import (as_categorical, as_text, build_pipeline, categorical_columns, describe_plan, final_estimator,
                     plan_columns, text_columns)
 from ._progress import Progress
@@ -156,6 +156,8 @@ def prepare(args, progress: bool) -> Prepared:
     auto = args.preprocess == "auto"
     if not auto and (args.drop or args.categorical or args.text):
         raise CLIError("--drop, --categorical and --text need --preprocess auto.")
+    if is_sparse_input(str(args.data)):
+        return _prepare_sparse(args, estimator, progress)
     if _streams(estimator, args):
         return _prepare_streamed(args, estimator, progress)
     with Progress(f"reading {args.data}", enabled=progress):
@@ -206,6 +208,47 @@ def _prepare_streamed(args, estimator, progress: bool) -> Prepared:
            if args.preprocess == "auto" else "(--preprocess none)")
     summary = f"none, data streamed from disk block by block; {how}"
     return Prepared(table, table.X, y, estimator, estimator, summary)
+
+
+def _prepare_sparse(args, estimator, progress: bool) -> Prepared:
+    """Sparse rows (``.npz``, or Parquet in the sparse layout) used as they are: streamed from disk
+    under the rule of :func:`_streams`, else read into one CSR matrix by the source. With
+    ``--preprocess auto``, a pipeline whose ``prep`` step passes the rows through (standardising
+    columns would densify them; an imputer has nothing to fill) and which centres and scales a
+    regression target, as for a table; streamed, the estimator alone."""
+    if args.categorical or args.text:
+        option = "--categorical" if args.categorical else "--text"
+        raise CLIError(f"{option}: {args.data} holds sparse rows (.npz or the sparse Parquet layout), already "
+                       "numeric features; there are no columns to encode.")
+    stream = _streams(estimator, args)
+    with Progress(f"{'opening' if stream else 'reading'} {args.data}", enabled=progress):
+        table = sparse_table(str(args.data), args.target, drop=args.drop, stream=stream)
+    y, keep = _target(args, table)
+    X, notes = table.X, []
+    if keep is not None and not keep.all():
+        if stream:
+            raise CLIError(f"{args.data}: {int((~keep).sum())} row(s) have no target; rows cannot be dropped from "
+                           "data streamed from disk: remove them when writing the files.")
+        notes.append(f"dropped {int((~keep).sum())} row(s) without a target")
+        X, y = X[keep], y[keep]
+    exact = not stream or table.path.suffix.lower() == ".npz"  # Parquet's metadata bound them from above
+    rows = (f"sparse rows ({'' if exact else 'at most '}{table.X.nnz} stored entries in {table.shape[0]} x "
+            f"{table.shape[1]})"
+            f"{' streamed from disk block by block' if stream else ''}")
+    if stream or args.preprocess != "auto":
+        how = "used as they are" + ("" if args.preprocess == "auto" else " (--preprocess none)")
+        return Prepared(table, X, y, estimator, estimator, "; ".join(notes + [f"none, {rows}, {how}"]))
+    from sklearn.compose import TransformedTargetRegressor
+    from sklearn.pipeline import Pipeline
+    from sklearn.preprocessing import FunctionTransformer, StandardScaler
+
+    scale_target = args.model in REGRESSORS
+    model = TransformedTargetRegressor(regressor=estimator, transformer=StandardScaler()) if scale_target \
+        else estimator
+    model = Pipeline([("prep", FunctionTransformer(accept_sparse=True)), ("model", model)])
+    summary = f"{rows} used as they are (columns not standardised: that would make them dense)"
+    return Prepared(table, X, y, model, estimator,
+                    "; ".join(notes + [summary] + (["target centred and scaled"] if scale_target else [])))
 
 
 def _refuse_missing(X, path) -> None:
@@ -270,7 +313,7 @@ def _describe_model(est, out) -> None:
 def run_fit(args, out, progress: bool) -> int:
     out_path = check_out_path(args.out)
     prep = prepare(args, progress)
-    print(f"data: {_describe_table(prep.table, len(prep.X))}", file=out)
+    print(f"data: {_describe_table(prep.table, prep.X.shape[0])}", file=out)
     print(f"preprocessing: {prep.summary}", file=out)
     if args.holdout > 0 and args.model != "kpca" and prep.table.streamed:
         print("held-out score: skipped (the data are streamed from disk; score a separate test file with "
@@ -294,7 +337,7 @@ def run_fit(args, out, progress: bool) -> int:
     elif args.model != "kpca":
         print(f"not tuned: {reason}", file=out)
     name = type(prep.estimator).__name__
-    with Progress(f"fitting {name} on {len(prep.X)} rows", enabled=progress) as p:
+    with Progress(f"fitting {name} on {prep.X.shape[0]} rows", enabled=progress) as p:
         prep.model.fit(prep.X) if args.model == "kpca" else prep.model.fit(prep.X, prep.y)
     _describe_model(final_estimator(prep.model), out)
     print(f"fit time: {p.elapsed:.2f} s", file=out)
@@ -327,6 +370,15 @@ def _align_columns(model, table):
         shown = ", ".join(map(repr, missing[:8])) + (" ..." if len(missing) > 8 else "")
         raise CLIError(f"{table.path}: the model was fit on columns that this file lacks: {shown}.")
     return as_text(as_categorical(X[list(names)], categorical_columns(model)), text_columns(model))
+
+
+def _sparse_rows(model, table):
+    """The rows of a sparse file, left on disk: the model reads them block by block. A model fit on
+    named columns (a table) cannot be matched to them."""
+    if getattr(model, "feature_names_in_", None) is not None:
+        raise CLIError(f"{table.path}: the model was fit on named columns (a table); sparse rows (.npz or the sparse "
+                       "Parquet layout) have none: give the same kind of file it was fit on.")
+    return table.X
 
 
 def _write_csv(path: str, header: list[str], rows) -> None:
@@ -377,9 +429,11 @@ def run_predict(args, out, progress: bool) -> int:
     if args.out != "-":
         check_out_path(args.out)
     model, name = _load_model(args.model, args.device)
-    with Progress(f"reading {args.data}", enabled=progress):
-        table = read_table(args.data, args.target, header=not args.no_header, numeric_only=False)
-    X = _align_columns(model, table)
+    sparse = is_sparse_input(str(args.data))
+    with Progress(f"{'opening' if sparse else 'reading'} {args.data}", enabled=progress):
+        table = sparse_table(str(args.data), args.target, strict=False) if sparse else \
+            read_table(args.data, args.target, header=not args.no_header, numeric_only=False)
+    X = _sparse_rows(model, table) if sparse else _align_columns(model, table)
     info = sys.stderr if args.out == "-" else out
     print(f"model: {name} from {args.model}", file=info)
     print(f"data: {_describe_table(table)}", file=info)

@@ -4,6 +4,13 @@ A folder of Parquet files or a glob (``'data/*.parquet'``) is one table. For a m
 from streamed data (:mod:`mercer.sources`), :func:`streamed_table` leaves the features on disk when
 the data are many Parquet files or a file larger than a quarter of the memory budget
 (:func:`is_large_input`); only the target is read.
+
+Sparse rows (:func:`is_sparse_input`) are read by :func:`sparse_table` through
+:mod:`mercer.sources`: a ``.npz`` file of a scipy sparse matrix (``scipy.sparse.save_npz``, CSR; it
+holds no target: ``--target`` names a ``.npy`` file of one value per row) or Parquet in the sparse
+layout (:func:`mercer.sources.write_sparse_parquet`: list columns ``indices`` and ``values``, the
+target a column beside them). They stay on disk under the same rule as dense data, sized from their
+stored entries; otherwise the source reads them into one CSR matrix, never dense.
 """
 
 from __future__ import annotations
@@ -16,7 +23,7 @@ import numpy as np
 from ..sources import ArraySource
 from ..sources import _parquet_files as _source_files
 
-__all__ = ["CLIError", "Table", "is_large_input", "read_table", "streamed_table"]
+__all__ = ["CLIError", "Table", "is_large_input", "is_sparse_input", "read_table", "sparse_table", "streamed_table"]
 
 
 class CLIError(Exception):
@@ -132,15 +139,21 @@ def _load_many(text: str):
 
 def is_large_input(text: str, budget: int) -> bool:
     """Whether ``--data`` should stay on disk for a model that streams: several Parquet files (a
-    folder or a glob), or one ``.npy`` / Parquet file whose values exceed a quarter of ``budget``."""
+    folder or a glob), or one ``.npy`` / Parquet file whose values exceed a quarter of ``budget``
+    (sparse rows: their stored entries, as a block holds them)."""
     if _is_many(text):
         return True
     path = Path(text)
     kind = path.suffix.lower()
-    if not path.is_file() or kind not in (".npy", ".parquet", ".pq"):
+    if not path.is_file() or kind not in (".npy", ".npz", ".parquet", ".pq"):
         return False
     try:
-        if kind == ".npy":
+        if is_sparse_input(text):
+            from ..sources import SparseSource, read_parquet
+
+            source = SparseSource(path) if kind == ".npz" else read_parquet(path, columns=_SPARSE_COLUMNS)[0]
+            size = source.bytes_per_row * source.n_samples
+        elif kind == ".npy":
             arr = np.load(path, mmap_mode="r", allow_pickle=False)
             size = arr.size * 8
         else:
@@ -212,6 +225,98 @@ def streamed_table(text: str, target: str | None = None, *, drop=()) -> Table:
     except ValueError as exc:
         raise CLIError(f"--data {text} (streamed from disk): {exc}") from None
     return Table(X, y, columns, name, path, streamed=True)
+
+
+#: the feature columns of the sparse Parquet layout (:func:`mercer.sources.write_sparse_parquet`)
+_SPARSE_COLUMNS = ["indices", "values"]
+
+
+def is_sparse_input(text: str) -> bool:
+    """Whether ``--data`` holds sparse rows: a ``.npz`` file, or Parquet (a file, a folder or a glob)
+    whose first file has the list columns ``indices`` and ``values`` of the sparse layout."""
+    if not _is_many(text):
+        kind = Path(text).suffix.lower()
+        if kind == ".npz":
+            return True
+        if kind not in (".parquet", ".pq") or not Path(text).is_file():
+            return False
+    try:
+        import pyarrow.parquet as pq
+        import pyarrow.types as pat
+
+        schema = pq.read_schema(_parquet_files(text)[0] if _is_many(text) else text)
+    except (ImportError, CLIError, OSError, ValueError, IndexError):
+        return False  # not readable as Parquet here: the dense reader says why
+    return all(c in schema.names and (pat.is_list(schema.field(c).type) or pat.is_large_list(schema.field(c).type))
+               for c in _SPARSE_COLUMNS)
+
+
+def _target_file(target: str | None, n: int, data: Path):
+    """``--target`` of a ``.npz`` (which holds the features only): a ``.npy`` file of ``n`` values."""
+    if target is None:
+        return None, None
+    path = Path(target)
+    if path.suffix.lower() != ".npy":
+        raise CLIError(f"--data {data} is a sparse matrix (.npz) and holds no target column; give --target as a "
+                       f".npy file of its {n} targets, one per row (got {target!r}).")
+    if not path.is_file():
+        raise CLIError(f"--target: target file not found: {path}")
+    try:
+        y = np.load(path, allow_pickle=False)
+    except ValueError as exc:
+        raise CLIError(f"--target {path}: not a plain .npy array of numbers or labels ({exc}).") from None
+    if y.ndim == 2 and y.shape[1] == 1:
+        y = y[:, 0]
+    if y.shape != (n,):
+        raise CLIError(f"--target {path}: expected {n} values (one per row of {data.name}); got shape {y.shape}.")
+    return y, path.name
+
+
+def sparse_table(text: str, target: str | None = None, *, drop=(), stream: bool = True, strict: bool = True) -> Table:
+    """The sparse rows of ``--data`` (see :func:`is_sparse_input`) and the target. ``stream``: the
+    features as a :class:`~mercer.sources.RowSource` left on disk (``Table.streamed``); otherwise one
+    CSR matrix, read by the source block by block (never dense). ``strict``: Parquet columns other
+    than the layout's, the target and ``drop`` are an error (a forgotten ``--target``); else unread."""
+    from ..sources import SparseSource, read_parquet
+
+    path = Path(text)
+    if not _is_many(text) and not path.is_file():
+        raise CLIError(f"data file not found: {path}")
+    try:
+        if path.suffix.lower() == ".npz" and not _is_many(text):
+            if drop:
+                raise CLIError(f"--drop: {path.name} is a sparse matrix (.npz) without named columns.")
+            X = SparseSource(path)
+            y, name = _target_file(target, X.n_samples, path)
+            columns = list(range(X.n_features))
+        else:
+            files = _parquet_files(text) if _is_many(text) else [text]
+            import pyarrow.parquet as pq
+
+            names = list(pq.read_schema(files[0]).names)
+            name = None if target is None else names[_target_position(target, names)]
+            if name in _SPARSE_COLUMNS:
+                raise CLIError(f"--target {target!r}: {name!r} is a column of the sparse layout, not a target.")
+            unknown = [c for c in drop if c not in names or c in _SPARSE_COLUMNS]
+            if unknown:
+                raise CLIError(f"--drop: unknown or sparse-layout column(s) {_show(unknown)}; columns are "
+                               f"{_show(names)}.")
+            others = [c for c in names if c not in _SPARSE_COLUMNS and c != name and c not in drop]
+            if others and strict:
+                raise CLIError(f"--data {text}: sparse rows (columns 'indices' and 'values') with other columns "
+                               f"{_show(others)}; name the target with --target and leave the rest out with --drop.")
+            X, y = read_parquet(files, target=name, columns=_SPARSE_COLUMNS)
+            columns = names
+    except ValueError as exc:
+        raise CLIError(f"--data {text}: {exc}") from None
+    if X.n_samples == 0 or X.n_features == 0:
+        raise CLIError(f"{path}: no data ({X.n_samples} rows x {X.n_features} feature columns).")
+    if not stream:
+        try:
+            X = X.to_numpy()
+        except ValueError as exc:
+            raise CLIError(f"--data {text}: {exc}") from None
+    return Table(X, y, columns, name, path, streamed=stream)
 
 
 def read_table(path, target: str | None = None, *, header: bool = True, numeric_only: bool = True) -> Table:

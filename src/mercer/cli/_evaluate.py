@@ -44,7 +44,7 @@ def run(args, out, progress: bool) -> int:
     classifier = args.model in CLASSIFIERS
     how = (f"one held-out split of {args.holdout:.0%}" if args.holdout is not None
            else f"{args.cv}-fold cross-validation")
-    print(f"data: {prep.table.path.name}: {len(prep.X)} rows (target: {prep.table.target_name!r})", file=out)
+    print(f"data: {prep.table.path.name}: {prep.X.shape[0]} rows (target: {prep.table.target_name!r})", file=out)
     print(f"preprocessing: {prep.summary}", file=out)
     name = type(prep.estimator).__name__
     with Progress(f"{how} of {name}", enabled=progress) as p:

@@ -118,7 +118,7 @@ def run(args, out, progress: bool) -> int:
         raise CLIError("'mercer tune' works on the preprocessing pipeline; drop --preprocess none.")
     out_path = check_out_path(args.out) if args.out else None
     prep = prepare(args, progress)
-    print(f"data: {prep.table.path.name}: {len(prep.X)} rows (target: {prep.table.target_name!r})", file=out)
+    print(f"data: {prep.table.path.name}: {prep.X.shape[0]} rows (target: {prep.table.target_name!r})", file=out)
     print(f"preprocessing: {prep.summary}", file=out)
     loo = args.search == "learn" and args.model == "ridge" and len(prep.y) <= args.loo_max_n
     search = _loo if loo else _halving if args.search == "halving" else _learned
