@@ -464,20 +464,33 @@ class KernelSVC(_SVCDecisionMixin, KernelEstimatorMixin, ClassifierMixin, BaseEs
     def _fit_machines(self, Xt, yi, Cb):
         """Solve every binary machine (and its Platt sigmoid); store the model."""
         owner = type(self).__name__
-        parts, rhos, iters, probs, nonpsd = [], [], [], [], 0
+        machines = self._machines(yi)
+        k = len(self.classes_)
+        compact = self._mode == "ovo" and k > 2  # see _compact_ovo
+        # The model's coefficients, written as each machine is solved (no per-machine copies kept):
+        # one row per sample, in LIBSVM's order of support vectors (grouped by class), one column per
+        # other class in the compact one-vs-one layout (a sample's k - 1 machines write distinct
+        # columns), else one per machine. The support vectors' rows are kept at the end, in place.
+        order = np.concatenate([np.flatnonzero(yi == c) for c in range(k)])
+        row = np.empty(len(yi), dtype=np.int64)
+        row[order] = np.arange(len(order))
+        W = np.zeros((len(yi), k - 1 if compact else len(machines)))
+        is_sv = np.zeros(len(yi), dtype=bool)
+        rhos, iters, probs, nonpsd, finite = [], [], [], 0, True
         self.fit_status_ = 0
         gen = _probability_rng(self.random_state)
-        for pos, neg in self._machines(yi):
+        for p, (pos, neg) in enumerate(machines):
             # LIBSVM orders a pair's samples by class: all of class i, then all of class j.
             idx = np.concatenate([np.flatnonzero(yi == c) for c in pos + neg]) if self._mode == "ovo" else np.arange(len(yi))
             idx = idx[Cb[idx] > 0]  # samples of weight <= 0 are left out, of the SMO and the Platt folds (LIBSVM)
             ybin = np.where(np.isin(yi[idx], pos), 1.0, -1.0)
             res = self._solve(Xt, idx, ybin, Cb[idx])
-            # each machine's (sample, alpha_i y_i) pairs: a dense length-n array per machine held 861 of
-            # them for 42 classes (75 MiB on 11,411 rows, and as much again stacked)
             keep = np.flatnonzero(res.alpha)
             at = np.asarray(res.index)[keep]
-            parts.append((at, res.alpha[keep] * np.where(np.isin(yi[at], pos), 1.0, -1.0)))
+            a = res.alpha[keep] * np.where(np.isin(yi[at], pos), 1.0, -1.0)
+            finite = finite and bool(np.isfinite(a).all())
+            is_sv[at] = True
+            W[row[at], np.where(yi[at] == pos[0], neg[0] - 1, pos[0]) if compact else p] = a
             rhos.append(res.rho)
             iters.append(res.n_iter)
             nonpsd += res.nonpsd_steps
@@ -495,34 +508,27 @@ class KernelSVC(_SVCDecisionMixin, KernelEstimatorMixin, ClassifierMixin, BaseEs
                           NumericalWarning, stacklevel=4)
         self.n_iter_ = np.asarray(iters, dtype=np.int32)
         intercept = -np.asarray(rhos, dtype=np.float64)
-        if not (all(np.isfinite(a).all() for _, a in parts) and np.isfinite(intercept).all()):
+        if not (finite and np.isfinite(intercept).all()):
             raise ValueError(f"{owner}: The dual coefficients or intercepts are not finite. The input data may "
                              "contain large values and need to be preprocessed.")
-        self._store_machines(Xt, yi, parts, intercept)
+        self._store_machines(Xt, yi, W, is_sv, order, intercept)
         self._probA = np.array([p[0] for p in probs]) if self.probability else np.empty(0)
         self._probB = np.array([p[1] for p in probs]) if self.probability else np.empty(0)
 
-    def _store_machines(self, Xt, yi, parts, intercept):
-        """Support vectors and coefficients from ``parts``: per machine, its samples' indices and their
-        non-zero ``alpha_i y_i``."""
+    def _store_machines(self, Xt, yi, W, is_sv, order, intercept):
+        """The model from ``W`` (coefficients ``alpha_i y_i`` of every sample, its rows in ``order``: the
+        samples grouped by class), ``is_sv`` (samples with a non-zero coefficient) and the raw intercepts."""
         k = len(self.classes_)
-        is_sv = np.zeros(len(yi), dtype=bool)
-        for at, _ in parts:
-            is_sv[at] = True
-        order = np.concatenate([np.flatnonzero(is_sv & (yi == c)) for c in range(k)])
+        keep = np.flatnonzero(is_sv[order])  # rows of W to keep, increasing: keep[r] >= r
+        step = max(1, 2**16 // max(1, W.shape[1]))
+        for a in range(0, len(keep), step):  # moved forward in place; a block's sources lie at or after it
+            src = keep[a:a + step]
+            W[a:a + len(src)] = W[src]
+        W.resize((len(keep), W.shape[1]), refcheck=False)  # the buffer shrinks to the support vectors' rows
+        order = order[keep]
         self.support_ = order.astype(np.int32)
-        self.n_support_ = np.array([int((is_sv & (yi == c)).sum()) for c in range(k)], dtype=np.int32)
+        self.n_support_ = np.bincount(yi[order], minlength=k).astype(np.int32)
         self._b = torch.as_tensor(intercept, dtype=self._dtype, device=self._device)
-        row = np.empty(len(yi), dtype=np.int64)
-        row[order] = np.arange(len(order))
-        if self._mode == "ovo" and k > 2:  # compact: see _compact_ovo
-            W = np.zeros((len(order), k - 1))
-            for (i, j), (at, a) in zip(self._pairs, parts):
-                W[row[at], np.where(yi[at] == i, j - 1, i)] = a
-        else:
-            W = np.zeros((len(order), len(parts)))
-            for p, (at, a) in enumerate(parts):
-                W[row[at], p] = a
         self._W = torch.as_tensor(W, dtype=self._dtype, device=self._device)
         if self.kernel_.is_precomputed:
             self._sv = torch.as_tensor(order, device=self._device)
