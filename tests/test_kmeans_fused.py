@@ -222,13 +222,15 @@ def test_centre_any_layout(dtype, layout):
 
 
 def test_estimator_reads_user_rows_in_place(breast_cancer):
-    """A float64 numpy X is read where it lies (no copy before centring), never written: read-only
-    and Fortran-ordered X give the C-ordered fit's numbers."""
+    """A float64 numpy X is read where it lies (no copy before centring), never written: read-only,
+    Fortran-ordered and negatively strided X (copied: torch takes no negative strides) give the
+    C-ordered fit's numbers."""
     X, C0 = _problem(breast_cancer[0], 12)
     ref = KMeans(12, init=C0, n_init=1).fit(X.copy())
     ro = X.copy()
     ro.flags.writeable = False
-    for Xv in (ro, np.asfortranarray(X)):
+    flipped = (np.ascontiguousarray(X[::-1])[::-1], np.ascontiguousarray(X[:, ::-1])[:, ::-1])  # same rows
+    for Xv in (ro, np.asfortranarray(X), *flipped):
         before = Xv.copy()
         est = KMeans(12, init=C0, n_init=1).fit(Xv)
         np.testing.assert_array_equal(Xv, before)

@@ -550,8 +550,8 @@ def _serial_passes(X, x_sq, w, C, C_new, Ct2, c_sq, half_sep, move, margin_sq, d
         tie_c = margin_sq * c_sq.max()
         margin = math.sqrt(margin_sq * data_sq + tie_c)
         _chunks_pass(X, x_sq, w, C, Ct2, c_sq, half_sep, move, margin_sq, tie_c, margin, labels, u, l, todo, first,
-                     bounds, XT, acc, m1, m2, i1, dsums, dweights, dmembers, dirty, flagged, starts, 0, nc, chunk_listed,
-                     chunk_changed)
+                     bounds, XT, acc, m1, m2, i1, dsums, dweights, dmembers, dirty, flagged, starts, 0, nc,
+                     chunk_listed, chunk_changed)
         changed = chunk_changed.sum()
         listed = chunk_listed.sum()
         total += listed
@@ -680,8 +680,8 @@ class _State:
 
             def group(g, t):
                 chunks_pass(*args, self.XT[t], self.acc[t], self.m1[t], self.m2[t], self.i1[t], self.dsums, self.dweights,
-                            self.dmembers, self.dirty, self.flagged, self.starts, cuts[g], cuts[g + 1], self.chunk_listed,
-                            self.chunk_changed)
+                            self.dmembers, self.dirty, self.flagged, self.starts, cuts[g], cuts[g + 1],
+                            self.chunk_listed, self.chunk_changed)
 
             self._drain(group, list(range(groups)), threads)
             self.listed = int(self.chunk_listed.sum())

@@ -195,8 +195,8 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ke
         """``(tensor, owned)``: ``Xv`` itself, read-only, where it is a CPU numpy array of the fit's
         dtype (the k-means driver then writes its centred copy in one pass), else a copy that the
         fit owns (``owned``: it may be centred in place)."""
-        if isinstance(Xv, np.ndarray) and self._device.type == "cpu" \
-                and Xv.dtype == np.dtype(str(self._dtype).removeprefix("torch.")):
+        if isinstance(Xv, np.ndarray) and self._device.type == "cpu" and min(Xv.strides) >= 0 \
+                and Xv.dtype == np.dtype(str(self._dtype).removeprefix("torch.")):  # (torch takes no negative strides)
             with warnings.catch_warnings():  # (a read-only array: kmeans() never writes to X it does not own)
                 warnings.simplefilter("ignore", UserWarning)
                 return torch.from_numpy(Xv), False
