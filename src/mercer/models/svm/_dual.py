@@ -113,6 +113,24 @@ class _Rows:
             return to_numpy(D.add_(self.nrm[it][:, None]).clamp_max_(0.0).exp_())
         return to_numpy(self.kernel(self.X[it], self.X))
 
+    def reusing(self, m: int):
+        """``self`` as a function of ``idx`` alone that computes up to ``m`` dense RBF rows in one
+        buffer, reused from call to call (the prefetches, the working sets, the nu duals' feasible
+        start): a fresh block past malloc's mmap threshold is page-faulted in on every call."""
+        if not (self.rbf and not self.pre and not is_sparse(self.X)):
+            return self
+        n = self.X.shape[0]
+        buf = []  # allocated on the first call (the SMO with in-loop rows may never make one)
+
+        def block(idx: np.ndarray) -> np.ndarray:
+            if len(idx) > min(m, n):
+                return self(idx)
+            if not buf:
+                buf.append(torch.empty((min(m, n), n), dtype=self.X.dtype, device=self.X.device))
+            return self(idx, buf[0][:len(idx)])
+
+        return block
+
     def matvec(self, r, c, v) -> np.ndarray:
         vt = torch.as_tensor(v, dtype=self.X.dtype, device=self.X.device)
         rt = torch.as_tensor(r, device=self.X.device)
@@ -158,13 +176,7 @@ def solve_on(est, Xt: torch.Tensor, idx: np.ndarray, y: np.ndarray, Cb: np.ndarr
         # the new rows of a working set in one product, within the batch memory of the SMO's prefetch
         per_call = plan_rows(q, n * (Xt.element_size() + CACHE_ITEMSIZE), budget=est._budget, min_rows=1,
                              max_bytes=SVM_BATCH_BYTES, what="a block of kernel rows")
-        dense_rbf = rows.rbf and not rows.pre and not is_sparse(rows.X)
-        buf = torch.empty((min(per_call, n), n), dtype=Xt.dtype, device=Xt.device) if dense_rbf else None
-
-        def block(i):
-            return rows(i, None if buf is None or len(i) > buf.shape[0] else buf[:len(i)])
-
-        res = solve_batched(block, rows.diag(), y, Cb, q=q, cache_rows=cache_rows, cache_dtype=np.float32,
+        res = solve_batched(rows.reusing(per_call), rows.diag(), y, Cb, q=q, cache_rows=cache_rows, cache_dtype=np.float32,
                             tol=solver_tol(est), max_iter=int(est.max_iter), p=p, alpha0=alpha0, rmap=rmap, nu=nu,
                             rows_per_call=per_call, warm_batch=per_call)
         res.index = idx
@@ -173,7 +185,7 @@ def solve_on(est, Xt: torch.Tensor, idx: np.ndarray, y: np.ndarray, Cb: np.ndarr
     cache_rows = max(2, min(n, cache_bytes // max(1, n * CACHE_ITEMSIZE)))
     batch = plan_rows(MAX_BATCH, n * CACHE_ITEMSIZE, budget=est._budget, min_rows=MIN_BATCH,
                       max_bytes=SVM_BATCH_BYTES, what="a batch of kernel rows")
-    res = solve_smo(rows, rows.diag(), y, Cb, matvec=rows.matvec, cache_rows=cache_rows, cache_dtype=np.float32,
+    res = solve_smo(rows.reusing(batch), rows.diag(), y, Cb, matvec=rows.matvec, cache_rows=cache_rows, cache_dtype=np.float32,
                     tol=solver_tol(est), shrinking=bool(est.shrinking), max_iter=int(est.max_iter), batch=batch,
                     features=features, p=p, alpha0=alpha0, rmap=rmap, nu=nu)
     res.index = idx
