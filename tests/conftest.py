@@ -50,12 +50,32 @@ def diabetes():
 
 
 @pytest.fixture(scope="session")
+def diabetes_scaled(diabetes):
+    """The diabetes features times 5 (the default kernel scales suit them) and the target standardised."""
+    X, y = diabetes
+    return readonly(X * 5.0, (y - y.mean()) / y.std())
+
+
+@pytest.fixture(scope="session")
 def breast_cancer():
     from sklearn.datasets import load_breast_cancer
     from sklearn.preprocessing import StandardScaler
 
     X, y = load_breast_cancer(return_X_y=True)
     return readonly(StandardScaler().fit_transform(X), y)
+
+
+@pytest.fixture
+def one_thread():
+    """One torch and one BLAS/OpenMP thread for a test (small dense problems: two threads spin on a
+    loaded 2-core machine). A module takes it with ``pytestmark = pytest.mark.usefixtures("one_thread")``."""
+    from threadpoolctl import threadpool_limits
+
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    with threadpool_limits(1):
+        yield
+    torch.set_num_threads(old)
 
 
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")

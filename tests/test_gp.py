@@ -24,25 +24,12 @@ from mercer.models.gp import GaussianProcessRegressor, SparseGPRegressor
 from conftest import cuda, readonly
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Small dense problems: one torch thread (two OpenMP threads on a loaded 2-core machine spin)."""
-    from threadpoolctl import threadpool_limits
-
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    with threadpool_limits(1):
-        yield
-    torch.set_num_threads(old)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")
-def data():
-    from sklearn.datasets import load_diabetes
-
-    X, y = load_diabetes(return_X_y=True)
-    X = X * 5.0
-    y = (y - y.mean()) / y.std()
+def data(diabetes_scaled):
+    X, y = diabetes_scaled
     return readonly(X[:120], y[:120], X[120:160], y[120:160])
 
 

@@ -21,24 +21,12 @@ from mercer.models.ridge import KernelRidge
 from conftest import cuda, readonly
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    from threadpoolctl import threadpool_limits
-
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    with threadpool_limits(1):
-        yield
-    torch.set_num_threads(old)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 @pytest.fixture(scope="module")
-def data():
-    from sklearn.datasets import load_diabetes
-
-    X, y = load_diabetes(return_X_y=True)
-    X = X * 5.0
-    y = (y - y.mean()) / y.std()
+def data(diabetes_scaled):
+    X, y = diabetes_scaled
     return readonly(X[:200], y[:200], X[200:], y[200:])
 
 

@@ -18,15 +18,7 @@ from mercer.models.ridge import KernelRidge
 from conftest import cuda, readonly
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    from threadpoolctl import threadpool_limits
-
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    with threadpool_limits(1):
-        yield
-    torch.set_num_threads(old)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def two_groups(n=500, seed=0):
