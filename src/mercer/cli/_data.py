@@ -82,7 +82,7 @@ def _load_frame(path: Path, header: bool):
             raise CLIError(f"{path}: expected a 2-D array (rows x columns); got shape {arr.shape}.")
         return arr
     raise CLIError(f"{path}: unknown data format {''.join(path.suffixes) or '(no extension)'!r}; "
-                   "use .csv, .tsv, .npy or .parquet.")
+                   "use .csv, .tsv, .npy or .parquet, or for sparse rows .npz.")
 
 
 def _show(columns: list, limit: int = 12) -> str:
