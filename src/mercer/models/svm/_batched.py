@@ -198,7 +198,9 @@ def _select(F, side, y, exclude: np.ndarray, k: int, nu: bool) -> np.ndarray:
 
 def _compiled(name: str):
     """The compiled function ``name``, ``prange`` being numba's and the SMO's pair step its compiled
-    one (:func:`~mercer.models.svm._smo._pair_step`) when the module compiles."""
+    one (:func:`~mercer.models.svm._smo._pair_step`) when the module compiles. (numba's on-disk cache of
+    :func:`_inner` is keyed on this file only: after editing ``_pair_step`` alone, delete this
+    module's ``__pycache__/_batched.*.nb*`` files.)"""
     global prange, _pair_step, _set_side
     if prange is range:
         from numba import prange as numba_prange

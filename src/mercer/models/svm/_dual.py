@@ -176,17 +176,17 @@ def solve_on(est, Xt: torch.Tensor, idx: np.ndarray, y: np.ndarray, Cb: np.ndarr
         # the new rows of a working set in one product, within the batch memory of the SMO's prefetch
         per_call = plan_rows(q, n * (Xt.element_size() + CACHE_ITEMSIZE), budget=est._budget, min_rows=1,
                              max_bytes=SVM_BATCH_BYTES, what="a block of kernel rows")
-        res = solve_batched(rows.reusing(per_call), rows.diag(), y, Cb, q=q, cache_rows=cache_rows, cache_dtype=np.float32,
-                            tol=solver_tol(est), max_iter=int(est.max_iter), p=p, alpha0=alpha0, rmap=rmap, nu=nu,
-                            rows_per_call=per_call, warm_batch=per_call)
+        res = solve_batched(rows.reusing(per_call), rows.diag(), y, Cb, q=q, cache_rows=cache_rows,
+                            cache_dtype=np.float32, tol=solver_tol(est), max_iter=int(est.max_iter), p=p,
+                            alpha0=alpha0, rmap=rmap, nu=nu, rows_per_call=per_call, warm_batch=per_call)
         res.index = idx
         return res
     # the SMO's cached row holds one entry per sample (SVR's two variables of a sample read one)
     cache_rows = max(2, min(n, cache_bytes // max(1, n * CACHE_ITEMSIZE)))
     batch = plan_rows(MAX_BATCH, n * CACHE_ITEMSIZE, budget=est._budget, min_rows=MIN_BATCH,
                       max_bytes=SVM_BATCH_BYTES, what="a batch of kernel rows")
-    res = solve_smo(rows.reusing(batch), rows.diag(), y, Cb, matvec=rows.matvec, cache_rows=cache_rows, cache_dtype=np.float32,
-                    tol=solver_tol(est), shrinking=bool(est.shrinking), max_iter=int(est.max_iter), batch=batch,
-                    features=features, p=p, alpha0=alpha0, rmap=rmap, nu=nu)
+    res = solve_smo(rows.reusing(batch), rows.diag(), y, Cb, matvec=rows.matvec, cache_rows=cache_rows,
+                    cache_dtype=np.float32, tol=solver_tol(est), shrinking=bool(est.shrinking),
+                    max_iter=int(est.max_iter), batch=batch, features=features, p=p, alpha0=alpha0, rmap=rmap, nu=nu)
     res.index = idx
     return res

@@ -27,8 +27,9 @@ members are extremes of F on the sets I_up, I_low (bits of ``side``) with no sig
 and skips the division of WSS3 for samples that cannot be the new minimum; these reformulations
 are exact (the iterates, hence iteration counts and support vectors, are those of the plain
 formulas). A cached row holds one entry per sample, as LIBSVM's (SVR_Q): variable t reads entry
-``r(t)``, so SVR's two variables of a sample read one entry of one row. Gradient reconstruction after shrinking uses the free samples' cached rows, as
-LIBSVM's, and a blocked kernel product (by the caller) for the others.
+``r(t)``, so SVR's two variables of a sample read one entry of one row. Gradient reconstruction
+after shrinking uses the free samples' cached rows, as LIBSVM's, and a blocked kernel product (by
+the caller) for the others.
 """
 
 from __future__ import annotations
