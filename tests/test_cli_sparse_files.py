@@ -127,6 +127,24 @@ def test_large_file_streams_to_a_streaming_model(kind, problem, tmp_path, capsys
     np.testing.assert_allclose(fitted.predict(X[N_TRAIN:]), ref.predict(X[N_TRAIN:]), rtol=0, atol=1e-10)
 
 
+def test_evaluate_reads_a_large_file_into_memory(problem, tmp_path, capsys):
+    """Cross-validation folds are subsets of the rows: ``evaluate`` reads a file that ``fit`` would
+    stream (sparse, or a dense Parquet folder) into memory instead of failing on the source."""
+    X, y, _ = problem
+    data, tgt = _write("npz", tmp_path, X[:N_TRAIN], y[:N_TRAIN], "train")
+    argv = ["--target", tgt, "--model", "nystroem-ridge", "--centers", "20", "--memory-budget", "64KiB"]
+    out, _ = cli_ok(["fit", "--data", data, *argv, "--out", tmp_path / "m.mercer"], capsys)
+    assert "streamed from disk" in out
+    out, _ = cli_ok(["evaluate", "--data", data, *argv, "--cv", "3"], capsys)
+    assert "streamed" not in out and f"sparse rows ({X[:N_TRAIN].nnz} stored entries" in out
+    (tmp_path / "pq").mkdir()
+    pd.DataFrame(X[:N_TRAIN, :5].toarray(), columns=list("abcde")).assign(y=y[:N_TRAIN]).to_parquet(
+        tmp_path / "pq" / "part-0.parquet")
+    out, _ = cli_ok(["evaluate", "--data", tmp_path / "pq", "--target", "y", "--model", "nystroem-ridge", "--cv", "3"],
+                    capsys)
+    assert "5 numeric column(s) standardised" in out
+
+
 def test_targets_rows_without_one_and_errors(problem, tmp_path, capsys):
     X, y, _ = problem
     Xs, ys = X[:60], y[:60].copy()

@@ -182,9 +182,10 @@ def prepare(args, progress: bool) -> Prepared:
 
 
 def _streams(estimator, args) -> bool:
-    """Whether ``--data`` stays on disk: the model fits from streamed data and the data are a folder
+    """Whether ``--data`` stays on disk: ``mercer fit`` (evaluate's folds and tune's searches take
+    subsets of the rows: in memory), the model fits from streamed data and the data are a folder
     or glob of Parquet files, or a file larger than a quarter of the memory budget."""
-    if getattr(type(estimator), "_streams_fit", False) is not True:
+    if getattr(args, "command", "fit") != "fit" or getattr(type(estimator), "_streams_fit", False) is not True:
         return False
     from ..linalg import default_memory_budget
 
