@@ -33,7 +33,7 @@ from ..._sparse import is_sparse
 from ..._validation import Interval, Options, check_params
 from ...approx import Nystroem, RandomFourierFeatures
 from ...kernels import Kernel, Linear
-from ...linalg import KernelOperator, NumericalWarning
+from ...linalg import KernelOperator, NumericalWarning, plan_rows
 from .._base import COMPUTE_CONSTRAINTS, KernelEstimatorMixin
 from ._common import (AT_LEAST_ONE, CLASS_WEIGHT_CONSTRAINT, POSITIVE, POSITIVE_OR_INF, SVC_KERNEL_CONSTRAINTS,
                       _class_weights, _contains_sigmoid, _few_threads, _labels, _predict_labels, svc_kernel)
@@ -520,7 +520,8 @@ class KernelSVC(_SVCDecisionMixin, KernelEstimatorMixin, ClassifierMixin, BaseEs
         samples grouped by class), ``is_sv`` (samples with a non-zero coefficient) and the raw intercepts."""
         k = len(self.classes_)
         keep = np.flatnonzero(is_sv[order])  # rows of W to keep, increasing: keep[r] >= r
-        step = max(1, 2**16 // max(1, W.shape[1]))
+        step = plan_rows(len(keep), W.shape[1] * W.itemsize, budget=self._budget,
+                         what="moving the support vectors' coefficients")
         for a in range(0, len(keep), step):  # moved forward in place; a block's sources lie at or after it
             src = keep[a:a + step]
             W[a:a + len(src)] = W[src]
