@@ -55,22 +55,22 @@ log = logging.getLogger(__name__)
 
 #: From ``k * d`` of this size on, the distances of the points whose labels the bounds do not prove
 #: are computed by one GEMM per block of rows (BLAS through torch) rather than in the compiled loop
-#: (:func:`uses_gemm`). Figures: benchmarks/results/cluster/notes.md.
+#: (:func:`uses_gemm`). Figures: benchmarks/results/cluster/history/notes.md.
 GEMM_MIN_WORK = 1500
 
 #: Fewest clusters for which Hamerly's bounds are used by default in the compiled loop (where they
-#: pay: benchmarks/results/cluster/notes.md).
+#: pay: benchmarks/results/cluster/history/notes.md).
 LOOP_MIN_CLUSTERS_FOR_BOUNDS = 8
 
 #: The same with the GEMM blocks (the torch passes' :data:`mercer.kmeans.MIN_CLUSTERS_FOR_BOUNDS` is 24;
-#: figures: benchmarks/results/cluster/notes.md).
+#: figures: benchmarks/results/cluster/history/notes.md).
 GEMM_MIN_CLUSTERS_FOR_BOUNDS = 8
 
 #: A row flagged by its moved bounds costs :func:`_check` about this many features' worth of its
 #: distance besides (a mispredicted branch, a scattered row): above ``d / (d + _TIGHT_ROW_COST)`` of a
 #: chunk's rows flagged on the last pass (a quarter at d = 9), its next check computes every row's
 #: distance to its own centre without a branch (:func:`_check_tight`). Figures:
-#: benchmarks/results/cluster/notes.md.
+#: benchmarks/results/cluster/history/notes.md.
 _TIGHT_ROW_COST = 27
 
 #: Rows per GEMM block (the (k, rows) distance block and the running minima stay in cache).
@@ -83,7 +83,7 @@ _GEMM_ROWS = 1024
 _CHUNK_WORK = 2**21
 
 #: The bounds' check of a row in operations of the distance work (:func:`chunk_rows` counts
-#: ``k * (d + 4)`` per row; figure: benchmarks/results/cluster/notes.md).
+#: ``k * (d + 4)`` per row; figure: benchmarks/results/cluster/history/notes.md).
 _CHECK_WORK = 64
 
 #: Passes of less distance work than this (two chunks' worth in the compiled loop) run in
@@ -134,7 +134,7 @@ def fused_threads(n: int, k: int, d: int, gemm: bool) -> int:
     The threads are a pool of Python threads running numba code without the GIL (and torch GEMMs
     on one thread each), never OpenMP: they block rather than spin while they wait, and claim
     chunks as they go, so a thread held up by another process on its core delays a pass by one
-    chunk at most (figures on a busy machine: benchmarks/results/cluster/notes.md).
+    chunk at most (figures on a busy machine: benchmarks/results/cluster/history/notes.md).
     """
     chunks = -(-n // chunk_rows(n, k, d, gemm))
     return max(1, min(torch.get_num_threads(), chunks))
