@@ -340,6 +340,18 @@ def test_tune_classifier_halving(files, capsys):
     assert "successive halving over 30 candidates" in out and "best 3-fold score" in out
 
 
+@pytest.mark.parametrize("model, data, target, searched", [("svr", "reg.csv", "target", "C"),
+                                                          ("nusvr", "reg.csv", "target", "C"),
+                                                          ("nusvc", "clf.parquet", "label", "nu")])
+def test_tune_halving_searches_each_models_regularisation(files, capsys, model, data, target, searched):
+    """The halving grid holds the parameter the model has (SVR / NuSVR: C; NuSVC: nu; an alpha grid
+    failed on all three)."""
+    code, out, err = cli_run(["tune", "--data", files / data, "--target", target, "--model", model, "--cv", "3",
+                              "--search", "halving"], capsys)
+    assert code == 0, err
+    assert "successive halving over 24 candidates" in out and f"'{searched}':" in out
+
+
 def test_tune_classifier_learns_by_default(files, tmp_path, capsys):
     code, out, err = cli_run(["tune", "--data", files / "clf.parquet", "--target", "label", "--model",
                           "ridge-classifier", "--out", tmp_path / "t"], capsys)

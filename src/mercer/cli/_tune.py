@@ -53,15 +53,19 @@ class _Tracker:
 
 
 def _grid(args, model, n_features: int, center: float | None = None) -> dict:
-    """Successive-halving grid: gamma around ``center`` (default 1 / n_features), and alpha or C over
-    six decades."""
+    """Successive-halving grid: gamma around ``center`` (default 1 / n_features), and the estimator's
+    regularisation: C (the SVMs that have it) or alpha (ridge) over four or five decades, nu (NuSVC,
+    which has neither) from 0.1 to 0.7."""
     step = "model__regressor__" if args.model in REGRESSORS else "model__"
     center = 1.0 / max(n_features, 1) if center is None else center
     grid = {f"{step}kernel": [RBF(gamma=g * center) for g in (0.03, 0.1, 0.3, 1.0, 3.0, 10.0)]}
-    if args.model == "svc":
+    params = final_estimator(model).get_params(deep=False)
+    if "C" in params:
         grid[f"{step}C"] = [0.1, 1.0, 10.0, 100.0]
-    elif args.model != "kpca":
+    elif "alpha" in params:
         grid[f"{step}alpha"] = [1e-3, 1e-2, 1e-1, 1.0, 10.0]
+    elif "nu" in params:
+        grid[f"{step}nu"] = [0.1, 0.3, 0.5, 0.7]
     return grid
 
 
@@ -77,8 +81,12 @@ def _halving(prep, args, progress: bool):
     scorer = get_scorer("accuracy" if args.model in CLASSIFIERS else "r2")
     tracker = _Tracker(scorer, sys.stderr, progress and sys.stderr.isatty())
     grid = _grid(args, prep.model, Z.shape[1], None if scaled is None else scaled.gamma)
-    search = HalvingGridSearchCV(prep.model, grid, cv=args.cv, scoring=tracker,
-                                 factor=3, random_state=args.seed, refit=True, error_score="raise")
+    # NuSVC's nu can be infeasible on the few rows of the first rounds (nu (n_i + n_j) / 2 <= min(n_i, n_j)
+    # fails when a subsample's classes are unbalanced): such a candidate scores NaN in that round (a
+    # warning), as scikit-learn's default; every other model raises its errors
+    nu = any(k.endswith("__nu") for k in grid)
+    search = HalvingGridSearchCV(prep.model, grid, cv=args.cv, scoring=tracker, factor=3, random_state=args.seed,
+                                 refit=True, error_score=np.nan if nu else "raise")
     search.fit(prep.X, prep.y)
     if tracker.enabled:
         sys.stderr.write("\n")
