@@ -59,7 +59,14 @@ def _grid(args, model, n_features: int, center: float | None = None) -> dict:
     step = "model__regressor__" if args.model in REGRESSORS else "model__"
     center = 1.0 / max(n_features, 1) if center is None else center
     grid = {f"{step}kernel": [RBF(gamma=g * center) for g in (0.03, 0.1, 0.3, 1.0, 3.0, 10.0)]}
-    params = final_estimator(model).get_params(deep=False)
+    if model is None:  # the estimator's class, at its defaults
+        import mercer
+
+        from ._arguments import MODELS
+
+        params = getattr(mercer, MODELS[args.model])().get_params(deep=False)
+    else:
+        params = final_estimator(model).get_params(deep=False)
     if "C" in params:
         grid[f"{step}C"] = [0.1, 1.0, 10.0, 100.0]
     elif "alpha" in params:
