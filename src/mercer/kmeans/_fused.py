@@ -390,11 +390,12 @@ def _weighted_own_sq(X, C, labels, w, lo, hi):
     return s
 
 
-@_jit.mark(fastmath={"reassoc"})
+@_jit.mark
 def _column_sums(X, out):
     """``out``: the column sums of ``X`` (any layout; float64), read in the order of its memory,
     each summed in blocks of 512 rows (a block's sum then added: less round-off than one running
-    sum; within a block in any order, so that it vectorises)."""
+    sum; in a fixed order, so that a streamed fit, which sums the same blocks, starts from the
+    same mean bit for bit)."""
     n, d = X.shape
     out[:] = 0.0
     part = np.empty(d)
