@@ -278,6 +278,22 @@ def test_nystroem_keeps_sparse_landmarks_and_saves_them(landmarks, text_like, tm
     np.testing.assert_array_equal(c.transform(Xt), a.transform(Xt))
 
 
+def test_kmeans_landmarks_of_sparse_rows(text_like):
+    """landmarks='kmeans' on sparse rows: k-means from D^2 seeds drawn as sparse rows gives the dense
+    fit's centres (it raised a TypeError in the k-means start); centres that would not fit the memory
+    budget are refused with the remedy."""
+    from mercer import NystroemKernelRidge, Nystroem
+
+    X, y, Xt, _ = text_like
+    a = Nystroem(kernel="rbf", gamma=0.5, n_components=10, landmarks="kmeans", random_state=0).fit(X)
+    b = Nystroem(kernel="rbf", gamma=0.5, n_components=10, landmarks="kmeans", random_state=0).fit(X.toarray())
+    np.testing.assert_allclose(a.landmarks_.numpy(), b.landmarks_.numpy(), rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(a.transform(Xt), b.transform(Xt.toarray()), rtol=1e-8, atol=1e-10)
+    wide = sp.hstack([X, sp.csr_matrix((X.shape[0], 400_000))]).tocsr()  # 10 dense centres: over 16 MiB with their sums
+    with pytest.raises(MemoryBudgetError, match=r"k-means on sparse rows keeps its 10 centres dense .*'kmeans\+\+'"):
+        NystroemKernelRidge(kernel="rbf", n_centers=10, centers="kmeans", memory_budget=2**24).fit(wide, y)
+
+
 @pytest.mark.parametrize("name", ["KernelRidge", "NystroemKernelRidge", "RandomFeatureRidge", "KernelPCA",
                                   "KernelKNeighborsRegressor", "GaussianProcessRegressor"])
 def test_estimators_on_sparse_rows_equal_dense(name, text_like):

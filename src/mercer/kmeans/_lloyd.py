@@ -18,6 +18,7 @@ from sklearn.exceptions import ConvergenceWarning
 from .._backend import row_sq_norms
 from .._progress import task
 from .._sparse import is_sparse, plan_features
+from ..linalg import MemoryBudgetError, format_bytes
 from ._fused import centre, lloyd_fused
 from ._passes import MIN_CLUSTERS_FOR_BOUNDS, block_rows, own_sq, top2
 from ._seeding import seed_indices
@@ -263,6 +264,14 @@ def kmeans(X: torch.Tensor, n_clusters: int, *, memory_budget: int, init="k-mean
         mean, Xc, x_sq = _centred(X, overwrite_x, _compiled(X, None if report is _silent else report))
         # mean per-feature variance: the mean squared norm of the centred rows over d (X.var(0) is slow)
         tol_abs = float(x_sq.sum(dtype=torch.float64)) / (n * d) * tol if tol else 0.0
+    if sparse:  # the centres of sparse rows are dense: k x d, held with their running sums
+        need = 2 * k * d * Xc.element_size()
+        if need > int(memory_budget):
+            raise MemoryBudgetError(
+                f"{owner}: k-means on sparse rows keeps its {k} centres dense ({k} x {d}, about {format_bytes(need)} with "
+                f"their running sums), more than the memory budget of {format_bytes(int(memory_budget))}. Use fewer "
+                "clusters or a larger memory_budget; for Nystrom centres, centers='kmeans++' or 'uniform' keep them "
+                "as sparse rows of X.")
     dp = plan_features(Xc)  # sparse rows: blocks from the non-zeros (the centres are dense: k d)
     rows = block_rows(n, k, dp, itemsize=Xc.element_size(), budget=memory_budget)
     trials = 2 + int(math.log(k)) if n_local_trials is None else n_local_trials
@@ -279,8 +288,8 @@ def kmeans(X: torch.Tensor, n_clusters: int, *, memory_budget: int, init="k-mean
             C0 = Xc[seed_indices(init, n, k, dist, generator, rows=seed_rows, sample_weight=sample_weight,
                                  n_local_trials=n_local_trials)].clone()
             C0 = C0.to_dense() if sparse else C0
-        else:
-            C0 = init - mean
+        else:  # given centres; sparse rows (seeds drawn from sparse data) become the dense centres they start
+            C0 = (init.to_dense() if is_sparse(init) else init) - mean
         report("Initialization complete")
         result = lloyd(Xc, x_sq, C0, rows=rows, sample_weight=sample_weight, max_iter=max_iter, tol=tol_abs,
                        bounds=bounds, report=None if report is _silent else report)
