@@ -365,9 +365,9 @@ def test_tune_grid_and_refusals(messy, capsys):
 
     from mercer.cli._tune import _grid
 
-    grid = _grid(SimpleNamespace(model="svc"), None, 20)
+    grid = _grid(SimpleNamespace(model="svc"), 20)
     assert [k.gamma for k in grid["model__kernel"]][3] == pytest.approx(1 / 20) and grid["model__C"][0] == 0.1
-    assert set(_grid(SimpleNamespace(model="ridge"), None, 4)) == {"model__regressor__kernel",
+    assert set(_grid(SimpleNamespace(model="ridge"), 4)) == {"model__regressor__kernel",
                                                                    "model__regressor__alpha"}
     code, _, err = cli_run(["tune", "--data", messy / "train.csv", "--target", "target", "--model", "kpca"], capsys)
     assert code == 2 and "not kpca" in err

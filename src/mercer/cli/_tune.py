@@ -25,8 +25,10 @@ import time
 import numpy as np
 from sklearn.base import clone
 
+from .. import models
 from ..kernels import RBF
 from ..models import KernelRidgeCV
+from ._arguments import MODELS
 from ._commands import CLASSIFIERS, REGRESSORS, check_out_path, final_estimator, prepare, save_atomically
 from ._data import CLIError
 from ._progress import Progress
@@ -52,21 +54,14 @@ class _Tracker:
         return score
 
 
-def _grid(args, model, n_features: int, center: float | None = None) -> dict:
+def _grid(args, n_features: int, center: float | None = None) -> dict:
     """Successive-halving grid: gamma around ``center`` (default 1 / n_features), and the estimator's
     regularisation: C (the SVMs that have it) or alpha (ridge) over four or five decades, nu (NuSVC,
     which has neither) from 0.1 to 0.7."""
     step = "model__regressor__" if args.model in REGRESSORS else "model__"
     center = 1.0 / max(n_features, 1) if center is None else center
     grid = {f"{step}kernel": [RBF(gamma=g * center) for g in (0.03, 0.1, 0.3, 1.0, 3.0, 10.0)]}
-    if model is None:  # the estimator's class, at its defaults
-        import mercer
-
-        from ._arguments import MODELS
-
-        params = getattr(mercer, MODELS[args.model])().get_params(deep=False)
-    else:
-        params = final_estimator(model).get_params(deep=False)
+    params = getattr(models, MODELS[args.model])().get_params(deep=False)  # the names it has
     if "C" in params:
         grid[f"{step}C"] = [0.1, 1.0, 10.0, 100.0]
     elif "alpha" in params:
@@ -87,7 +82,7 @@ def _halving(prep, args, progress: bool):
     scaled = _scaled_rbf(RBF(), Z)  # sparse rows: gamma around scikit-learn's 'scale', not 1 / d (see _autotune)
     scorer = get_scorer("accuracy" if args.model in CLASSIFIERS else "r2")
     tracker = _Tracker(scorer, sys.stderr, progress and sys.stderr.isatty())
-    grid = _grid(args, prep.model, Z.shape[1], None if scaled is None else scaled.gamma)
+    grid = _grid(args, Z.shape[1], None if scaled is None else scaled.gamma)
     # NuSVC's nu can be infeasible on the few rows of the first rounds (nu (n_i + n_j) / 2 <= min(n_i, n_j)
     # fails when a subsample's classes are unbalanced): such a candidate scores NaN in that round (a
     # warning), as scikit-learn's default; every other model raises its errors
