@@ -366,3 +366,34 @@ def test_twenty_thousand_by_a_million_within_a_budget_far_below_dense(tmp_path):
     pred = got.predict(Xt)
     np.testing.assert_allclose(pred, ref.predict(Xt), rtol=0, atol=1e-8)
     assert 1 - ((pred - yt) ** 2).sum() / ((yt - yt.mean()) ** 2).sum() > 0.5
+
+
+
+@pytest.mark.usefixtures("dask_in_force")
+def test_cv_estimators_learn_on_sparse_chunks_on_the_cluster(data):
+    """NystroemKernelRidgeCV / ClassifierCV on a Dask array of CSR chunks, the cluster's client in force:
+    the blocked statistics and their gradients read the workers' sparse partitions and learn the
+    hyperparameters, alpha and model of the in-memory CSR fit."""
+    import warnings
+
+    import dask.array as da
+
+    from mercer.models.ridge import NystroemKernelRidgeClassifierCV, NystroemKernelRidgeCV
+
+    X, y, labels = data
+    kw = dict(n_centers=20, gamma=0.5, max_iter=3, dtype="float64", solver="direct", random_state=0,
+              memory_budget=BUDGET)
+    Xd = da.from_array(X, chunks=(137, -1), asarray=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # max_iter=3 may stop before convergence, in both fits alike
+        ref = NystroemKernelRidgeCV(**kw).fit(X, y)
+        got = NystroemKernelRidgeCV(**kw).fit(Xd, da.from_array(y, chunks=137))
+        ref_c = NystroemKernelRidgeClassifierCV(**kw).fit(X, labels)
+        got_c = NystroemKernelRidgeClassifierCV(**kw).fit(Xd, da.from_array(labels, chunks=137))
+    assert isinstance(got.centers_, SparseRows) and isinstance(got_c.centers_, SparseRows)
+    assert not np.allclose(ref.theta_[0], np.log(0.5))  # something was learned
+    np.testing.assert_allclose(got.theta_, ref.theta_, rtol=1e-10, atol=1e-12)
+    assert abs(got.cv_error_ - ref.cv_error_) <= 1e-10 * abs(ref.cv_error_)
+    np.testing.assert_allclose(got.predict(X), ref.predict(X), rtol=0, atol=1e-8 * np.abs(y).max())
+    np.testing.assert_allclose(got_c.theta_, ref_c.theta_, rtol=1e-10, atol=1e-12)
+    np.testing.assert_array_equal(got_c.predict(X), ref_c.predict(X))
