@@ -18,7 +18,7 @@ and OneClassSVM (the features only) on the UCI set ``kin40k`` (d = 8, ``../share
 inputs and target), NuSVC on the same set classified by the target's median, at n = 5k and 20k
 (``--family-sizes``); warm fit times (best of ``--family-repeat`` fits after one untimed fit, in this
 process, mercer and LIBSVM alternately), their ratio, support vectors and the largest difference of
-the decision values.
+the decision values, LIBSVM's ``cache_size`` as large as mercer's row cache; oneDAL's SVR, NuSVR and NuSVC (``--onedal-python``) cold and warm beside them.
 
 Part 4 — the batched working-set solver (``--solver``, issue 26): warm fit times of KernelSVC with
 the pair-at-a-time SMO, with the batched solver, and in float32 (the automatic choice), against
@@ -215,8 +215,9 @@ def _kin40k(n: int):
     return X, (y - y.mean()) / y.std()
 
 
-def part3(sizes, repeat: int) -> list[dict]:
-    """Warm fits of the family's classes and scikit-learn's, alternately in this process."""
+def part3(sizes, repeat: int, onedal: str | None = None) -> list[dict]:
+    """Warm fits of the family's classes and scikit-learn's, alternately in this process; oneDAL's
+    (SVR, NuSVR, NuSVC: those ``sklearnex.svm`` has) cold and warm in its own interpreter."""
     from sklearn import svm
 
     from mercer.models.svm import KernelSVR, NuSVC, NuSVR, OneClassSVM
@@ -234,10 +235,13 @@ def part3(sizes, repeat: int) -> list[dict]:
             fits = {}
 
             def fit(cls, fits=fits, t=t, params=params):
-                fits[cls] = cls(**params).fit(X) if t is None else cls(**params).fit(X, t)
+                # LIBSVM's cache as large as ours (the plan's row-cache share), read off mercer's warm-up fit
+                kw = dict(params, cache_size=cache_mb) if cls is ref else params
+                fits[cls] = cls(**kw).fit(X) if t is None else cls(**kw).fit(X, t)
 
-            for cls in (ours, ref):  # warm-up: numba's compiled loop loaded, caches and pages touched
-                fit(cls)
+            fit(ours)  # warm-up: numba's compiled loop loaded, caches and pages touched
+            cache_mb = fits[ours]._plan.share("row cache") / 2**20
+            fit(ref)
             times = {ours: [], ref: []}
             for _ in range(repeat):
                 for cls in (ours, ref):
@@ -252,7 +256,12 @@ def part3(sizes, repeat: int) -> list[dict]:
                              fit_ratio=round(min(times[ours]) / min(times[ref]), 3),
                              n_sv=int(len(a.support_)), libsvm_n_sv=int(len(b.support_)),
                              same_support=bool(np.array_equal(np.sort(a.support_), np.sort(b.support_))),
-                             max_decision_diff=float(f"{diff:.2e}")))
+                             max_decision_diff=float(f"{diff:.2e}"), cache_MiB=round(cache_mb)))
+            if onedal and t is not None:  # sklearnex.svm has no OneClassSVM
+                od = _onedal_fit(onedal, X, t, cache_mb, name, params)
+                if od:
+                    rows[-1].update(onedal_cold_s=round(od["cold"], 3), onedal_warm_s=round(od["warm"], 3),
+                                    onedal_n_sv=od["n_sv"], ratio_onedal_warm=round(min(times[ours]) / od["warm"], 3))
             print(rows[-1], flush=True)
     return rows
 
@@ -262,12 +271,13 @@ SOLVER_FASHION_SIZES = [5000, 20000]
 _ONEDAL_SCRIPT = r"""
 import json, sys, time
 import numpy as np
-from sklearnex.svm import SVC
+import sklearnex.svm
 X, y = np.load(sys.argv[1]), np.load(sys.argv[2])
+cls, params = getattr(sklearnex.svm, sys.argv[4]), json.loads(sys.argv[5])
 out = {}
 for run in ("cold", "warm"):
     t = time.perf_counter()
-    m = SVC(C=1.0, gamma="scale", cache_size=float(sys.argv[3])).fit(X, y)
+    m = cls(cache_size=float(sys.argv[3]), **params).fit(X, y)
     out[run] = time.perf_counter() - t
 out["n_sv"] = int(len(m.support_))
 out["support"] = np.sort(m.support_).tolist()
@@ -280,8 +290,9 @@ def _onedal_python(args) -> str | None:
     return path if path and os.path.exists(path) else None
 
 
-def _onedal_fit(python: str, X, y, cache_mb: float) -> dict:
-    """oneDAL's SVC in its own interpreter: the first fit of a fresh process (cold), then a second."""
+def _onedal_fit(python: str, X, y, cache_mb: float, cls: str = "SVC", params: dict | None = None) -> dict:
+    """oneDAL's ``sklearnex.svm.<cls>(**params)`` (default: RBF SVC, C = 1, gamma = 'scale') in its own
+    interpreter: the first fit of a fresh process (cold), then a second (warm)."""
     import json
     import subprocess
     import tempfile
@@ -292,7 +303,9 @@ def _onedal_fit(python: str, X, y, cache_mb: float) -> dict:
         np.save(yp, y)
         with open(sp, "w") as fh:
             fh.write(_ONEDAL_SCRIPT)
-        done = subprocess.run([python, sp, xp, yp, str(cache_mb)], capture_output=True, text=True)
+        done = subprocess.run([python, sp, xp, yp, str(cache_mb), cls,
+                               json.dumps(params if params is not None else {"C": 1.0, "gamma": "scale"})],
+                              capture_output=True, text=True)
     if done.returncode != 0:
         print(f"skipped: oneDAL fit ({done.stderr.strip().splitlines()[-1:] or done.returncode})", file=sys.stderr)
         return {}
@@ -435,7 +448,8 @@ def main(argv=None) -> None:
         out = dict(head, load_start=load_average(), loadavg_start=os.getloadavg())
         fsizes = args.family_sizes if args.family_sizes is not None else ([2000] if args.quick else FAMILY_SIZES)
         try:
-            rows3 = part3(fsizes, args.family_repeat)
+            onedal = _onedal_python(args) if "onedal" in args.refs else None
+            rows3 = part3(fsizes, args.family_repeat, onedal)
         except FileNotFoundError as exc:
             rows3 = []
             print(f"skipped: part 3 ({exc}); it needs ../shared/data/uci/kin40k", file=sys.stderr)
