@@ -60,8 +60,17 @@ _NONPSD_RTOL = 1e-6
 _CONVERGED, _NEED_ROW, _MAX_ITER, _RECONSTRUCT, _RECONSTRUCT_FINAL, _PAUSE = 0, 1, 2, 3, 4, 5
 # integer state slots
 (_S_ACTIVE, _S_ITER, _S_COUNTER, _S_UNSHRINK, _S_CLOCK, _S_MAXITER, _S_SHRINKING, _S_PENDING, _S_NONPSD,
- _S_USED, _S_ROWS, _S_WORK_MAX, _S_NU) = range(13)
-_N_STATE = 13
+ _S_USED, _S_ROWS, _S_WORK_MAX, _S_NU, _S_GROWN) = range(14)
+_N_STATE = 14
+#: ``slot_of[i]`` of a row that was cached and evicted (``-1``: never cached).
+_EVICTED = -2
+#: Slots the row cache fills before it evicts, when the loop computes its rows itself (RBF at few
+#: features); past them it takes a fresh slot only for a row it had evicted (a row that recurs),
+#: up to its capacity. A fresh slot's first touch (page faults, ~1-4 us a page) costs about what an
+#: in-loop row costs at d = 9, and most rows are never used again: protein (d = 9) at n = 41,157
+#: computed 25,316 rows with 33,000 slots, 27,359 with 760 (same iterates), while page faults
+#: took a third of the fit's CPU (benchmarks/results/svm/history/smo-cache-growth.md).
+GROW_FROM = 1024
 #: The active set's indices are unsigned: numba then indexes ``F[t]``, ``K_i[t]``, ... without the
 #: negative-index wraparound it adds for signed ones (the loop's two passes index through it).
 _ACTIVE_DTYPE = np.uint32
@@ -177,20 +186,23 @@ def _rbf_row(XT, i, out, scratch):
 
 @_jit.mark
 def _new_slot(i, protect, slot_of, owner, last_used, st):
-    """The cache slot for row ``i``: a never-used one while any is left, else the least recently
-    used, never slot ``protect`` (the other row of the pair); advances the clock."""
+    """The cache slot for row ``i``: a never-used one while fewer than ``st[_S_GROWN]`` slots are in
+    use, or when row ``i`` was evicted before (it recurs: the cache grows by one), while any is left;
+    else the least recently used, never slot ``protect`` (the other row of the pair); advances the clock."""
     n_slots = owner.shape[0]
     s = st[_S_USED]
-    if s < n_slots:
+    if s < n_slots and (s < st[_S_GROWN] or slot_of[i] == _EVICTED):
         st[_S_USED] = s + 1
+        st[_S_GROWN] = max(st[_S_GROWN], s + 1)
     else:
+        used = s
         s = -1
         oldest = np.iinfo(np.int64).max
-        for k in range(n_slots):
+        for k in range(used):
             if k != protect and last_used[k] < oldest:
                 oldest = last_used[k]
                 s = k
-        slot_of[owner[s]] = -1
+        slot_of[owner[s]] = _EVICTED
     owner[s] = i
     slot_of[i] = s
     st[_S_ROWS] += 1
@@ -662,8 +674,10 @@ def _rho(y, F, alpha, Cb) -> float:
 
 class _RowCache:
     """LRU cache of full-length kernel rows: ``cache[slot_of[i]]`` is row ``i`` (``slot_of[i] < 0``:
-    not cached), ``owner[s]`` the row in slot ``s``; ``last_used`` holds the loop's clock at each
-    slot's last use; slots ``st[_S_USED]`` onwards have never been used."""
+    not cached; ``_EVICTED``: cached before), ``owner[s]`` the row in slot ``s``; ``last_used``
+    holds the loop's clock at each slot's last use; slots ``st[_S_USED]`` onwards have never been
+    used. New rows take never-used slots up to ``st[_S_GROWN]``, then evict the least recently used
+    row, except that a row evicted before takes a never-used slot (and raises ``st[_S_GROWN]``)."""
 
     def __init__(self, n: int, n_slots: int, dtype, rmap: np.ndarray | None = None) -> None:
         # An anonymous mapping of its own, not numpy's or torch's heap: its pages are resident only
@@ -687,16 +701,19 @@ class _RowCache:
         used rows, never the row of the pending pair (``protect``); advances the clock ``st[_S_CLOCK]``."""
         m, n_slots = len(idx), self.owner.shape[0]
         used = int(st[_S_USED])
-        take = min(m, n_slots - used)
+        # fresh slots up to st[_S_GROWN], and one more for each row that was evicted before
+        grown = max(int(st[_S_GROWN]), used + int(np.count_nonzero(self.slot_of[idx] == _EVICTED)))
+        take = max(0, min(m, n_slots - used, grown - used))
         slots = np.arange(used, used + take, dtype=np.int64)
         st[_S_USED] = used + take
+        st[_S_GROWN] = max(int(st[_S_GROWN]), used + take)
         if take < m:
-            lu = self.last_used.copy()
+            lu = self.last_used[:used + take].copy()
             if protect >= 0 and self.slot_of[protect] >= 0:
                 lu[self.slot_of[protect]] = np.iinfo(np.int64).max
             lu[slots] = np.iinfo(np.int64).max
             victims = np.argpartition(lu, m - take - 1)[:m - take]
-            self.slot_of[self.owner[victims]] = -1
+            self.slot_of[self.owner[victims]] = _EVICTED
             slots = np.concatenate([slots, victims])
         if self.tail is None:
             self.cache[slots] = block
@@ -745,6 +762,7 @@ def _start(y, Cb, diag, *, shrinking: bool, max_iter: int | None, p=None, rmap=N
     st[_S_MAXITER] = max(10_000_000, 100 * n) if max_iter is None or max_iter < 0 else int(max_iter)
     st[_S_SHRINKING] = int(bool(shrinking))
     st[_S_WORK_MAX] = PAUSE_WORK
+    st[_S_GROWN] = np.iinfo(np.int64).max  # every slot (solve_smo lowers it for in-loop rows)
     y = np.ascontiguousarray(y, dtype=np.float64)
     side = np.where(y > 0, _UP, _LOW).astype(np.int8)  # alpha = 0 < C: y > 0 can only go up, y < 0 down
     p = -np.ones(n) if p is None else np.ascontiguousarray(p, dtype=np.float64)
@@ -890,6 +908,7 @@ def solve_smo(rows: Callable[[np.ndarray], np.ndarray], diag: np.ndarray, y: np.
             raise ValueError(f"solve_smo: features must be a float32 or float64 array of shape (d, {n}); got "
                              f"{XT.dtype} of shape {XT.shape}.")
         scratch = np.empty((3, max(_CHUNK, XT.shape[0])), dtype=XT.dtype)
+        d.st[_S_GROWN] = GROW_FROM  # rows that recur grow the cache, not every row computed
     # the compiled loop's arguments: arrays updated in place, never rebound
     args = (d.y, d.F, d.G_bar, d.alpha, d.Cb, d.QD, d.side, c.cache, c.slot_of, c.owner, c.last_used, d.active,
             d.st, float(tol), d.need, XT, scratch, _loop_map(d, n), True if nu else None)
