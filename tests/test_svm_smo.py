@@ -125,6 +125,45 @@ def test_inloop_rows_give_the_iterates_of_rows_from_python(cache_rows):
     assert abs(a.objective - b.objective) < 1e-6 * abs(a.objective)
 
 
+def test_cache_grows_only_by_rows_that_recur(monkeypatch):
+    # in-loop rows: GROW_FROM slots fill, then new rows evict the least recently used one; a row
+    # evicted before takes a fresh slot (the cache grows by one), up to its capacity
+    X, yy, XT, K = _problem()
+    n = len(yy)
+    st = np.zeros(_smo._N_STATE, dtype=np.int64)
+    st[_smo._S_GROWN] = 3
+    c = _smo._RowCache(n, 6, np.float32)
+    scratch = np.empty((3, _smo._CHUNK))
+    for i in range(5):  # rows 0, 1, 2 fill three slots; 3 evicts 0, 4 evicts 1
+        s = _smo._row(i, -1, c.cache, c.slot_of, c.owner, c.last_used, st, XT, scratch)
+        np.testing.assert_array_equal(c.cache[s], K[i].astype(np.float32))
+    assert st[_smo._S_USED] == 3 and list(c.slot_of[:5]) == [_smo._EVICTED, _smo._EVICTED, 2, 0, 1]
+    s = _smo._row(0, -1, c.cache, c.slot_of, c.owner, c.last_used, st, XT, scratch)  # 0 recurs: a fresh slot
+    assert s == 3 and st[_smo._S_USED] == 4 and st[_smo._S_GROWN] == 4
+    s = _smo._row(5, c.slot_of[2], c.cache, c.slot_of, c.owner, c.last_used, st, XT, scratch)  # new: evicts 3
+    assert st[_smo._S_USED] == 4 and c.slot_of[3] == _smo._EVICTED and s == 0
+    # rows stored from Python follow the same rule
+    st2 = np.zeros(_smo._N_STATE, dtype=np.int64)
+    st2[_smo._S_GROWN] = 2
+    c2 = _smo._RowCache(n, 8, np.float32)
+    c2.store(np.array([0, 1]), K[[0, 1]], -1, st2)
+    c2.store(np.array([2]), K[[2]], -1, st2)  # evicts row 0
+    assert st2[_smo._S_USED] == 2 and c2.slot_of[0] == _smo._EVICTED
+    c2.store(np.array([0, 3]), K[[0, 3]], 2, st2)  # 0 recurs: one fresh slot; 3 evicts row 1, not 2
+    assert st2[_smo._S_USED] == 3 and c2.slot_of[1] == _smo._EVICTED and c2.slot_of[2] >= 0
+    for i in (0, 2, 3):
+        np.testing.assert_array_equal(c2.cache[c2.slot_of[i]], K[i].astype(np.float32))
+    # a solve: the iterates of a cache that keeps every row
+    Cb = np.where(yy > 0, 1.0, 2.0)
+    kw = dict(matvec=lambda r, cc, v: K[np.ix_(r, cc)] @ v, cache_rows=n, cache_dtype=np.float32, features=XT)
+    full = _smo.solve_smo(None, np.ones(n), yy, Cb, **kw)
+    monkeypatch.setattr(_smo, "GROW_FROM", 4)
+    small = _smo.solve_smo(None, np.ones(n), yy, Cb, **kw)
+    assert small.n_iter == full.n_iter and small.rows_computed > full.rows_computed
+    np.testing.assert_array_equal(small.alpha, full.alpha)
+    assert small.rho == full.rho
+
+
 def test_bad_features_are_refused():
     with pytest.raises(ValueError, match=r"features must be a float32 or float64 array of shape \(d, 3\)"):
         _smo.solve_smo(lambda i: None, np.ones(3), np.array([1.0, -1.0, 1.0]), np.ones(3),
