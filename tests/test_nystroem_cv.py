@@ -13,6 +13,7 @@ from sklearn.preprocessing import StandardScaler
 import mercer
 from mercer import io, sources
 from mercer.kernels import RBF
+from mercer.linalg import MemoryBudgetError
 from mercer.models.ridge import NystroemKernelRidge, NystroemKernelRidgeCV
 
 
@@ -70,11 +71,12 @@ def test_gcv_of_the_learned_model_is_that_of_its_residuals(data):
     assert model.cv_error_ == pytest.approx((rss / len(y)) / (1 - df / len(y)) ** 2, rel=1e-6)
 
 
-def test_streamed_from_disk_learns_the_same(data, tmp_path):
+@pytest.mark.parametrize("coarse_rows", [None, [150]])
+def test_streamed_from_disk_learns_the_same(data, tmp_path, coarse_rows):
     X, y, _, _ = data
     np.save(tmp_path / "x.npy", X)
     kw = dict(kernel=RBF(gamma=[0.2] * 5), n_centers=30, max_iter=8, dtype="float64", random_state=0,
-              memory_budget=2**20)
+              memory_budget=2**20, coarse_rows=coarse_rows)
     mem = NystroemKernelRidgeCV(**kw).fit(X, y)
     disk = NystroemKernelRidgeCV(**kw).fit(sources.as_source(str(tmp_path / "x.npy")), y)
     np.testing.assert_allclose(disk.theta_, mem.theta_, rtol=1e-6, atol=1e-8)
@@ -113,6 +115,61 @@ def test_bad_parameters_are_named(data):
             NystroemKernelRidgeCV(**params).fit(X, y)
     with pytest.raises(ValueError, match="validation_fraction=0.01 leaves no validation rows"):
         NystroemKernelRidgeCV(objective="holdout", validation_fraction=0.01, n_centers=5).fit(X[:20], y[:20])
+
+
+def test_coarse_stages_learn_on_subsamples_with_alpha_in_all_rows_units(data):
+    """coarse_rows: L-BFGS first on random subsamples (the values carried over), then on all rows. The
+    first evaluation is the GCV of the drawn rows with alpha r / n; the last stage's best is the GCV
+    on all rows of the learned values."""
+    from mercer.kernels import LearnableKernel
+    from mercer.linalg import kernel_statistics
+    from mercer.models.ridge._nystroem_cv import nystroem_gcv
+
+    X, y, Xs, ys = data
+    kw = dict(kernel=RBF(gamma=[0.2] * 5), alpha=4.0, n_centers=30, max_iter=12, dtype="float64", random_state=0)
+    model = NystroemKernelRidgeCV(coarse_rows=[100, 200], **kw).fit(X, y)
+    assert [st["n_rows"] for st in model.stages_] == [100, 200, 400]
+    assert [st["max_iter"] for st in model.stages_] == [12, 5, 5]  # a third of the one before, at least 5
+    assert model.n_evals_ == sum(st["n_evals"] for st in model.stages_) == model.objective_path_.size
+    last = model.stages_[-1]
+    assert model.cv_error_ == pytest.approx(np.nanmin(model.objective_path_[last["first_eval"]:]))
+    assert model.stages_[1]["first_eval"] == model.stages_[0]["n_evals"]
+    # the first evaluation: the drawn rows (the estimator's RandomState draws them first) at alpha r / n
+    rows = np.sort(np.random.RandomState(0).choice(400, 100, replace=False))
+    lk = LearnableKernel(RBF(gamma=[0.2] * 5), 5, model.hyperparameter_bounds)
+    Z = NystroemKernelRidgeCV(optimizer=None, **kw).fit(X, y).centers_
+    Xt, Y = torch.as_tensor(X[rows]), torch.as_tensor(y[rows, None])
+    stats = kernel_statistics(lk.at, torch.as_tensor(lk.theta0), Z, Xt, Y)
+    first = nystroem_gcv(stats, lk.at(torch.as_tensor(lk.theta0))(Z), 4.0 * 100 / 400)
+    assert model.objective_path_[0] == pytest.approx(float(first), rel=1e-10)
+    # it learned: which features matter, and a model far better than the default one
+    gamma = np.asarray(model.kernel_.gamma)
+    assert gamma[:2].min() > 10 * gamma[2:].max()
+    default = NystroemKernelRidge(n_centers=30, random_state=0, dtype="float64").fit(X, y)
+    assert rmse(model.predict(Xs), ys) < 0.5 * rmse(default.predict(Xs), ys)
+    plain = NystroemKernelRidgeCV(coarse_rows=None, **dict(kw, max_iter=2)).fit(X, y)
+    assert plain.stages_ == [dict(n_rows=400, max_iter=2, n_evals=plain.n_evals_, n_iter=plain.n_iter_,
+                                  objective=plain.cv_error_, first_eval=0)]
+
+
+def test_coarse_rows_auto_and_bad_values():
+    est = NystroemKernelRidgeCV(n_centers=200)
+    assert est._coarse_stages(torch.zeros(13_500, 26), 13_500, 200, 2) == [2000, 8000]
+    assert est._coarse_stages(torch.zeros(57_000, 27), 57_000, 200, 2) == [2000, 8000, 32000]
+    assert est._coarse_stages(torch.zeros(2_999, 4), 2_999, 200, 2) == []  # small n: all rows only
+    assert est._coarse_stages(torch.zeros(20_000, 4), 20_000, 500, 2) == [5000]  # 10 rows per centre
+    # a stage's rows are held in memory: within the in-memory share of the budget (a quarter), 8 x 28 bytes a row
+    with mercer.config_context(memory_budget=4_000_000):  # ~4,400 rows: 2,000, not 8,000
+        assert est._coarse_stages(torch.zeros(13_500, 26), 13_500, 200, 2) == [2000]
+    with mercer.config_context(memory_budget=1_000_000):  # ~1,100 rows
+        assert est._coarse_stages(torch.zeros(13_500, 26), 13_500, 200, 2) == []
+    X, y = np.random.RandomState(0).randn(50, 3), np.arange(50.0)
+    for bad in ([30, 20], 50, [0], "fast", [2.5], [[10]]):
+        with pytest.raises(ValueError, match="'coarse_rows' parameter"):
+            NystroemKernelRidgeCV(n_centers=5, coarse_rows=bad).fit(X, y)
+    X, y = np.random.RandomState(0).randn(200, 3), np.arange(200.0)
+    with pytest.raises(MemoryBudgetError, match="the 150 rows of a coarse stage .coarse_rows."):
+        NystroemKernelRidgeCV(n_centers=5, coarse_rows=150, memory_budget=4000).fit(X, y)  # 150 x 40 bytes
 
 
 def test_sparse_gp_learns_within_a_budget_smaller_than_its_n_by_m_matrices(data):

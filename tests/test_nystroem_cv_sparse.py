@@ -156,6 +156,21 @@ def test_a_sparse_source_learns_the_in_memory_model(data, tmp_path):
     np.testing.assert_array_equal(c.predict(Xt), NystroemKernelRidgeClassifierCV(**kw).fit(X, labels).predict(Xt))
 
 
+def test_coarse_stages_on_sparse_rows_and_a_sparse_source_learn_the_dense_fit(data, tmp_path):
+    """coarse_rows draws the same rows of sparse X, of a sparse source and of X.toarray()."""
+    X, Xt, y, _, sw = data
+    sp.save_npz(tmp_path / "X.npz", X, compressed=False)
+    kw = dict(KW, gamma=1.0, coarse_rows=[80, 160], memory_budget=1 << 22)
+    a = NystroemKernelRidgeCV(**kw).fit(X, y, sample_weight=sw)
+    b = NystroemKernelRidgeCV(**kw).fit(sources.SparseSource(tmp_path / "X.npz"), y, sample_weight=sw)
+    c = NystroemKernelRidgeCV(**kw).fit(X.toarray(), y, sample_weight=sw)
+    assert [st["n_rows"] for st in a.stages_] == [80, 160, 240]
+    assert isinstance(a.centers_, SparseRows) and isinstance(b.centers_, SparseRows)
+    assert _rel(a.objective_path_, c.objective_path_) <= 1e-6
+    assert _rel(b.objective_path_, a.objective_path_) <= 1e-10
+    assert _rel(a.predict(Xt), c.predict(Xt.toarray())) <= 1e-6
+
+
 def test_saved_and_loaded_with_sparse_centres(data, tmp_path):
     X, Xt, y, _, _ = data
     model = NystroemKernelRidgeCV(**dict(KW, gamma=1.0)).fit(X, y)

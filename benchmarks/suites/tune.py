@@ -128,6 +128,11 @@ def gpytorch_row(python, name, Xtr, ytr, Xte, yte, M, iters):
             "fit_s": r["fit_s"], "cpu_s": r["cpu_s"], "notes": f"noise {r['noise']:.3g}"}
 
 
+def _stages(model):
+    """``rows x evaluations`` of each stage of a NystroemKernelRidgeCV fit (coarse_rows)."""
+    return "stages " + " + ".join(f"{s['n_rows']} x {s['n_evals']}" for s in model.stages_)
+
+
 def rows_for(name, args):
     from sklearn.experimental import enable_halving_search_cv  # noqa: F401
     from sklearn.kernel_approximation import Nystroem
@@ -161,7 +166,7 @@ def rows_for(name, args):
                                        learn_centers=True, max_iter=args.max_iter, random_state=0).fit(Xtr, ytr)
         add({"model": "mercer NystroemKernelRidgeCV (ARD, GCV, centres)", "rmse": rmse(yte, ny.predict(Xte)),
              "fit_s": t.seconds, "cpu_s": t.cpu,
-             "notes": f"alpha/n {ny.alpha_ / n:.3g}, {ny.n_evals_} evaluations"})
+             "notes": f"alpha/n {ny.alpha_ / n:.3g}, {ny.n_evals_} evaluations ({_stages(ny)})"})
         with _Clock() as t:
             sg = SparseGPRegressor(n_inducing=M, kernel=1.0 * RBF(sigma=[math.sqrt(d)] * d), noise=0.1,
                                    max_iter=args.max_iter, random_state=0).fit(Xtr, ytr)

@@ -46,7 +46,7 @@ from ._blocking import plan_rows, row_blocks
 from ._plan import DIRECT_TILE_BYTES, current_plan
 from ._source_blocks import tensor_blocks
 
-__all__ = ["KernelStatistics", "kernel_statistics", "statistics_rows"]
+__all__ = ["KernelStatistics", "kernel_statistics", "sample_row_bytes", "statistics_rows"]
 
 #: Kernel-row copies one row of a block holds in the backward pass: the tile, the kernel's saved
 #: intermediates (besides its declared scratch), the tile's adjoint, ``K_b G_A`` and autograd's
@@ -81,6 +81,13 @@ def statistics_rows(n: int, m: int, d: int, t: int, g: int, *, itemsize: int, sc
     per_row = itemsize * (m * (_BACKWARD_ROW_COPIES + scratch) + d + t + g)
     fixed = 8 * (2 * g * m * (m + t + 1)) + itemsize * 2 * m * d
     return plan_rows(n, per_row, budget=plan.budget, fixed_bytes=fixed, max_bytes=DIRECT_TILE_BYTES, what=what)
+
+
+def sample_row_bytes(X, t: int, g: int) -> int:
+    """Bytes of one row of ``X`` (dense rows, sparse rows or a row source) held in memory in float64
+    with its ``t`` targets and ``g`` weights: what a random subsample of the rows costs per row (the
+    coarse stages of :class:`~mercer.models.ridge.NystroemKernelRidgeCV`)."""
+    return 8 * (plan_features(X) + int(t) + int(g))
 
 
 class _RBFGradient:

@@ -268,17 +268,21 @@ def optimize(loss_fn, theta0, bounds, *, method: str, max_iter: int, n_restarts:
 
 
 def minimise_into(est, loss, theta: np.ndarray, bounds: np.ndarray, names: list, *, what: str, dtype,
-                  device, perturb=None, desc: str | None = None) -> np.ndarray:
+                  device, perturb=None, desc: str | None = None, max_iter: int | None = None,
+                  n_restarts: int | None = None) -> np.ndarray:
     """Minimise ``loss`` from ``theta`` with ``est``'s optimizer settings (``optimizer``, ``max_iter``,
-    ``n_restarts_optimizer``, ``random_state``), or only evaluate it when ``est.optimizer`` is None or
-    there is nothing to learn. Sets ``optimizer_results_``, ``n_evals_``, ``n_iter_`` and ``cv_error_``
-    on ``est`` (the objective ``what`` is minimised); returns the best theta. ``names`` and ``bounds``
-    name the reported coordinates (the first ``len(names)``)."""
+    ``n_restarts_optimizer``, ``random_state``; ``max_iter`` / ``n_restarts`` given here replace
+    ``est``'s), or only evaluate it when ``est.optimizer`` is None or there is nothing to learn. Sets
+    ``optimizer_results_``, ``n_evals_``, ``n_iter_`` and ``cv_error_`` on ``est`` (the objective
+    ``what`` is minimised); returns the best theta. ``names`` and ``bounds`` name the reported
+    coordinates (the first ``len(names)``)."""
     est.optimizer_results_ = []
     if est.optimizer is not None and theta.size:
         extra = {} if desc is None else {"desc": desc}
-        best, runs = optimize(loss, theta, bounds, method=est.optimizer, max_iter=est.max_iter,
-                              n_restarts=est.n_restarts_optimizer, rng=check_random_state(est.random_state),
+        best, runs = optimize(loss, theta, bounds, method=est.optimizer,
+                              max_iter=est.max_iter if max_iter is None else max_iter,
+                              n_restarts=est.n_restarts_optimizer if n_restarts is None else n_restarts,
+                              rng=check_random_state(est.random_state),
                               dtype=dtype, device=device, perturb=perturb, **extra)
         est.optimizer_results_ = [r.as_dict() for r in runs]
         est.n_evals_ = int(sum(r.n_evals for r in runs))

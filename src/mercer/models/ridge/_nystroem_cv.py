@@ -37,10 +37,11 @@ from ..._sparse import as_sparse_rows, is_sparse, is_sparse_input
 from ..._validation import Interval, Options, check_at_most, check_params
 from ...approx import LANDMARKS_CONSTRAINTS, check_landmarks_param, select_landmarks
 from ...kernels import LearnableKernel
-from ...linalg import kernel_statistics
+from ...linalg import kernel_statistics, plan_rows, sample_row_bytes
 from ...sources import RowSource
 from .._base import COMPUTE_CONSTRAINTS, KERNEL_CONSTRAINTS, KernelEstimatorMixin
-from .._hyperopt import OPTIMIZER_CONSTRAINTS, check_bounds, check_target_scale, chol_with_jitter, minimise_into
+from .._hyperopt import (OPTIMIZER_CONSTRAINTS, check_bounds, check_target_scale, chol_with_jitter, minimise_into,
+                         optimize)
 from ._exact import _classification_targets
 from ._nystroem import NystroemKernelRidge, NystroemKernelRidgeClassifier
 
@@ -91,6 +92,14 @@ def nystroem_holdout_error(stats, K_mm: torch.Tensor, alpha, *, fit_intercept: b
 
 _OBJECTIVES = {"gcv": nystroem_gcv, "holdout": nystroem_holdout_error}
 
+#: coarse_rows="auto": the first coarse stage's rows (at least this many, and 10 per centre), their
+#: growth per stage, and the fewest iterations of a later stage.
+_AUTO_FIRST_ROWS = 2000
+_AUTO_ROWS_PER_CENTER = 10
+_AUTO_GROWTH = 4
+_MIN_STAGE_ITER = 5
+_ITER_SHRINK = 3
+
 
 class _NystroemCVBase(KernelEstimatorMixin, BaseEstimator):
     """The learning of :class:`NystroemKernelRidgeCV` and :class:`NystroemKernelRidgeClassifierCV`."""
@@ -107,6 +116,7 @@ class _NystroemCVBase(KernelEstimatorMixin, BaseEstimator):
         "validation_fraction": [Interval(Real, 0, 1, closed="neither")],
         "learn_alpha": ["boolean"],
         "learn_centers": ["boolean"],
+        "coarse_rows": [Options("auto"), Interval(Integral, 2, None, closed="left"), "array-like", None],
         "hyperparameter_bounds": ["array-like"],
         "alpha_bounds": ["array-like"],
         "fit_intercept": ["boolean"],
@@ -169,24 +179,55 @@ class _NystroemCVBase(KernelEstimatorMixin, BaseEstimator):
         if learn_z:
             theta = np.concatenate([theta, to_numpy(Z).ravel().astype(np.float64)])
             bounds = np.vstack([bounds, np.full((M * d, 2), [-np.inf, np.inf])])
-        # alpha of the rows the model is fitted on (the training part, for the hold-out error)
-        scale = float(W[:, 0].sum() / W.sum())
-        objective, plan, path = _OBJECTIVES[self.objective], self._plan, []
+        objective, path, total = _OBJECTIVES[self.objective], [], W.sum()
 
-        def loss(t):
-            path.append(math.nan)  # an evaluation that fails (a Cholesky factorisation) stays NaN
-            alpha = torch.exp(t[p]) if self.learn_alpha else torch.as_tensor(a0, dtype=t.dtype, device=t.device)
-            Zt = t[q:].reshape(M, d) if learn_z else Z
-            stats = kernel_statistics(lk.at, t[:p], Zt, Xt, Y, W, memory_budget=plan, desc=owner)
-            value = objective(stats, lk.at(t[:p])(Zt), alpha * scale, fit_intercept=bool(self.fit_intercept))
-            path[-1] = float(value.detach())
-            return value
+        def loss_on(Xs, Ys, Ws, plan):
+            # alpha is that of all rows: the rows the model is fitted on (the training part for the
+            # hold-out error; a subsample's in a coarse stage) carry their share of it
+            scale = float(Ws[:, 0].sum() / total)
+
+            def loss(t):
+                path.append(math.nan)  # an evaluation that fails (a Cholesky factorisation) stays NaN
+                alpha = torch.exp(t[p]) if self.learn_alpha else torch.as_tensor(a0, dtype=t.dtype, device=t.device)
+                Zt = t[q:].reshape(M, d) if learn_z else Z
+                stats = kernel_statistics(lk.at, t[:p], Zt, Xs, Ys, Ws, memory_budget=plan, desc=owner)
+                value = objective(stats, lk.at(t[:p])(Zt), alpha * scale, fit_intercept=bool(self.fit_intercept))
+                path[-1] = float(value.detach())
+                return value
+
+            return loss
 
         self.hyperparameter_names_ = names
+        perturb = np.arange(theta.size) < q
+        learning = self.optimizer is not None and theta.size > 0
+        stages = self._coarse_stages(Xt, n, M, Y.shape[1] + W.shape[1]) if learning else []
+        iters = self._stage_iterations(len(stages))
+        self.stages_ = []
         t0 = time.perf_counter()
-        theta = minimise_into(self, loss, theta, bounds, names[:q], what=f"{self.objective} error",
-                              dtype=torch.float64, device=self._device, perturb=np.arange(theta.size) < q,
-                              desc=f"{type(self).__name__}: {self.objective}")
+        for rows, it in zip(stages, iters):
+            Xs, Ys, Ws, plan = self._subsample(Xt, Y, W, rows, rng)
+            if not bool((Ws.sum(0) > 0).all()):  # weights zero on the drawn rows of a column: skip the stage
+                continue
+            first = not self.stages_
+            start = len(path)
+            best, runs = optimize(loss_on(Xs, Ys, Ws, plan), theta, bounds, method=self.optimizer, max_iter=it,
+                                  n_restarts=self.n_restarts_optimizer if first else 0, rng=rng, dtype=torch.float64,
+                                  device=self._device, perturb=perturb,
+                                  desc=f"{owner}: {self.objective} on {rows} of {n} rows")
+            theta = best.theta
+            self.stages_.append({"n_rows": rows, "max_iter": it, "n_evals": int(sum(r.n_evals for r in runs)),
+                                 "n_iter": int(best.n_iter), "objective": float(best.loss), "first_eval": start})
+            del Xs, Ys, Ws
+        coarse = bool(self.stages_)
+        theta = minimise_into(self, loss_on(Xt, Y, W, self._plan), theta, bounds, names[:q],
+                              what=f"{self.objective} error", dtype=torch.float64, device=self._device, perturb=perturb,
+                              desc=f"{owner}: {self.objective}", max_iter=iters[-1] if coarse else None,
+                              n_restarts=0 if coarse else None)
+        if learning:
+            self.stages_.append({"n_rows": n, "max_iter": iters[-1] if coarse else int(self.max_iter),
+                                 "n_evals": int(self.n_evals_), "n_iter": int(self.n_iter_),
+                                 "objective": float(self.cv_error_), "first_eval": len(path) - int(self.n_evals_)})
+            self.n_evals_ = int(sum(st["n_evals"] for st in self.stages_))
         self.learning_time_ = time.perf_counter() - t0
         self.objective_path_ = np.asarray(path, dtype=np.float64)
         self.theta_ = np.asarray(theta[:q], dtype=np.float64)
@@ -197,6 +238,58 @@ class _NystroemCVBase(KernelEstimatorMixin, BaseEstimator):
         self.centers_ = Z
         log.info("%s: %s learned in %.1f s (%d evaluations): alpha=%.3g, kernel %r", owner, self.objective,
                  self.learning_time_, self.n_evals_, self.alpha_, self.kernel_)
+
+    def _coarse_stages(self, Xt, n: int, M: int, extra: int) -> list[int]:
+        """The rows of the coarse stages (increasing, each below ``n``), from ``coarse_rows``."""
+        owner = type(self).__name__
+        spec = self.coarse_rows
+        if spec is None:
+            return []
+        if isinstance(spec, str):  # "auto": 10 M rows (at least 2,000), times 4 per stage, up to 2 n / 3
+            # and within the in-memory share of the budget (a subsample is held in memory)
+            cap = plan_rows(n, sample_row_bytes(Xt, extra, 0), budget=self._plan.share("in-memory input"),
+                            max_bytes=None, what=f"{owner}: a coarse stage's rows")
+            rows, out = max(_AUTO_FIRST_ROWS, _AUTO_ROWS_PER_CENTER * M), []
+            while 3 * rows <= 2 * n and rows <= cap:
+                out.append(rows)
+                rows *= _AUTO_GROWTH
+            return out
+        values = np.atleast_1d(np.asarray(spec))
+        ok = (values.ndim == 1 and values.size > 0 and values.dtype.kind in "iu"
+              and bool((values >= 2).all()) and bool((np.diff(values) > 0).all()))
+        if not ok:
+            raise ValueError(f"The 'coarse_rows' parameter of {owner} must be 'auto', None, an int >= 2 or an "
+                             f"increasing sequence of ints >= 2 (rows of the coarse stages). Got {spec!r} instead.")
+        if int(values[-1]) >= n:
+            raise ValueError(f"The 'coarse_rows' parameter of {owner} must be below n_samples={n} (the last stage "
+                             f"uses all rows); got {spec!r}.")
+        return [int(v) for v in values]
+
+    def _stage_iterations(self, n_coarse: int) -> list[int]:
+        """Iterations of each stage: ``max_iter`` on the first, a third of the one before on each later
+        one (at least :data:`_MIN_STAGE_ITER`, at most ``max_iter``); the last is on all rows."""
+        its = [int(self.max_iter)]
+        for _ in range(n_coarse):
+            its.append(min(int(self.max_iter), max(_MIN_STAGE_ITER, -(-its[-1] // _ITER_SHRINK))))
+        return its
+
+    def _subsample(self, Xt, Y, W, rows: int, rng):
+        """``rows`` random rows (in their order) of the inputs, targets and weights, held in memory;
+        and the plan of what is left for the stage's passes."""
+        owner = type(self).__name__
+        n = Y.shape[0]
+        plan = self._plan.holding(rows * sample_row_bytes(Xt, Y.shape[1], W.shape[1]),
+                                  what=f"{owner}: the {rows} rows of a coarse stage (coarse_rows)",
+                                  remedy="Give fewer coarse_rows, coarse_rows=None, or raise memory_budget.")
+        idx = np.sort(rng.choice(n, rows, replace=False))
+        it = torch.as_tensor(idx, device=Y.device)
+        if isinstance(Xt, RowSource):
+            Xs = Xt.take(idx)
+            Xs = as_sparse_rows(Xs, dtype=torch.float64, device=self._device) if Xt.sparse else \
+                torch.as_tensor(Xs, dtype=torch.float64, device=self._device)
+        else:
+            Xs = Xt[it]
+        return Xs, Y[it], W[it], plan
 
     def _check_sparse_learning(self, lk, d: int) -> None:
         """What cannot be learned on sparse rows: the centres' coordinates (``M x d`` dense
@@ -314,12 +407,25 @@ class NystroemKernelRidgeCV(MultiOutputMixin, RegressorMixin, _NystroemCVBase):
     learn_centers : bool, default=False
         Learn the centres' coordinates too (kernels differentiable in their inputs; M x d more
         unknowns, unbounded, not perturbed by restarts). Refused on sparse ``X``.
+    coarse_rows : "auto", int, sequence of int or None, default="auto"
+        Coarse-to-fine learning: the optimiser first runs on random subsamples of this many rows
+        (increasing, each below ``n_samples``; one stage per value), every stage starting from the
+        kernel hyperparameters, ``alpha`` and centres the one before learned, and ends on all rows.
+        ``alpha`` is that of all rows throughout: a stage on ``r`` of ``n`` rows uses ``alpha r / n``
+        (the share of the rows' weight), so the values carry over unchanged. The first stage runs
+        ``max_iter`` iterations (and the restarts), each later stage a third of the one before (at
+        least 5), the last one on all rows included: an evaluation on a subsample costs its share of
+        the two passes, and most iterations are spent there. ``"auto"``: stages of ``max(2000, 10 M)``
+        rows, four times more per stage, while a stage has at most two thirds of the rows (none for
+        ``n_samples < 3,000`` at M <= 200) and fits in the in-memory share of ``memory_budget``
+        (a stage's rows are held in memory, also when ``X`` is streamed from a source). None: all
+        iterations on all rows. See :attr:`stages_`.
     optimizer : {"lbfgs", "adam"} or None, default="lbfgs"
         None evaluates the objective at the given values only.
     n_restarts_optimizer : int, default=0
-        Extra starts, perturbed by up to a factor 10 in every hyperparameter.
+        Extra starts, perturbed by up to a factor 10 in every hyperparameter (on the first stage).
     max_iter : int, default=50
-        Optimiser iterations per start.
+        Optimiser iterations per start (on the first stage; see ``coarse_rows``).
     hyperparameter_bounds : (float, float), default=(1e-5, 1e5)
         In length-scale units (see :class:`mercer.kernels.LearnableKernel`).
     alpha_bounds : (float, float), default=(1e-8, 1e8)
@@ -336,10 +442,14 @@ class NystroemKernelRidgeCV(MultiOutputMixin, RegressorMixin, _NystroemCVBase):
     centers_ : tensor of shape (M, n_features_in_)
         The centres (learned with ``learn_centers``); sparse rows when ``X`` was sparse.
     cv_error_ : float
-        The objective at the learned values.
+        The objective at the learned values (on all rows).
     objective_path_ : ndarray
-        The objective at every evaluation, the starts one after the other (NaN where it could not be
-        evaluated).
+        The objective at every evaluation, the starts and the stages one after the other (NaN where
+        it could not be evaluated; a coarse stage's values are those of its subsample).
+    stages_ : list of dict
+        One per stage of the learning (see ``coarse_rows``; empty without optimiser): ``n_rows``,
+        ``max_iter``, ``n_evals``, ``n_iter``, ``objective`` (the best on its rows) and ``first_eval``
+        (its first entry in ``objective_path_``).
     estimator_ : NystroemKernelRidge
         Fitted on all rows with ``kernel_``, ``alpha_`` and ``centers_``.
     coef_, intercept_ :
@@ -347,13 +457,17 @@ class NystroemKernelRidgeCV(MultiOutputMixin, RegressorMixin, _NystroemCVBase):
     theta_ : ndarray, hyperparameter_names_ : list of str
         The learned log-hyperparameters (kernel, then ``alpha``; the centres are not included).
     optimizer_results_ : list of dict
-    n_evals_, n_iter_ : int
+        The runs of the last stage (on all rows).
+    n_evals_ : int
+        Evaluations of the objective, all stages together.
+    n_iter_ : int
+        Iterations of the last stage.
     learning_time_ : float
     """
 
     def __init__(self, alpha=1.0, *, kernel="rbf", gamma=None, degree=3, coef0=1, kernel_params=None,
                  n_centers="auto", centers="uniform", objective="gcv", validation_fraction=0.2, learn_alpha=True,
-                 learn_centers=False, optimizer="lbfgs", n_restarts_optimizer=0, max_iter=50,
+                 learn_centers=False, coarse_rows="auto", optimizer="lbfgs", n_restarts_optimizer=0, max_iter=50,
                  hyperparameter_bounds=(1e-5, 1e5), alpha_bounds=(1e-8, 1e8), fit_intercept=True, solver="auto",
                  tol=1e-3, random_state=None, device=None, dtype="float32", memory_budget=None):
         self.alpha = alpha
@@ -368,6 +482,7 @@ class NystroemKernelRidgeCV(MultiOutputMixin, RegressorMixin, _NystroemCVBase):
         self.validation_fraction = validation_fraction
         self.learn_alpha = learn_alpha
         self.learn_centers = learn_centers
+        self.coarse_rows = coarse_rows
         self.optimizer = optimizer
         self.n_restarts_optimizer = n_restarts_optimizer
         self.max_iter = max_iter
@@ -408,7 +523,7 @@ class NystroemKernelRidgeClassifierCV(ClassifierMixin, _NystroemCVBase):
     Attributes
     ----------
     classes_ : ndarray of shape (n_classes,)
-    kernel_, alpha_, centers_, cv_error_, objective_path_, estimator_, coef_, intercept_, theta_,
+    kernel_, alpha_, centers_, cv_error_, objective_path_, stages_, estimator_, coef_, intercept_, theta_,
     hyperparameter_names_, optimizer_results_, n_evals_, n_iter_, learning_time_ :
         As in :class:`NystroemKernelRidgeCV` (``estimator_`` a :class:`NystroemKernelRidgeClassifier`).
     """
@@ -420,7 +535,7 @@ class NystroemKernelRidgeClassifierCV(ClassifierMixin, _NystroemCVBase):
 
     def __init__(self, alpha=1.0, *, kernel="rbf", gamma=None, degree=3, coef0=1, kernel_params=None,
                  n_centers="auto", centers="uniform", objective="gcv", validation_fraction=0.2, learn_alpha=True,
-                 learn_centers=False, optimizer="lbfgs", n_restarts_optimizer=0, max_iter=50,
+                 learn_centers=False, coarse_rows="auto", optimizer="lbfgs", n_restarts_optimizer=0, max_iter=50,
                  hyperparameter_bounds=(1e-5, 1e5), alpha_bounds=(1e-8, 1e8), fit_intercept=True, class_weight=None,
                  solver="auto", tol=1e-3, random_state=None, device=None, dtype="float32", memory_budget=None):
         self.alpha = alpha
@@ -435,6 +550,7 @@ class NystroemKernelRidgeClassifierCV(ClassifierMixin, _NystroemCVBase):
         self.validation_fraction = validation_fraction
         self.learn_alpha = learn_alpha
         self.learn_centers = learn_centers
+        self.coarse_rows = coarse_rows
         self.optimizer = optimizer
         self.n_restarts_optimizer = n_restarts_optimizer
         self.max_iter = max_iter
