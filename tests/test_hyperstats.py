@@ -18,6 +18,7 @@ from mercer.models.ridge._nystroem_cv import nystroem_gcv, nystroem_holdout_erro
 
 N, D, M = 150, 3, 7
 BUDGET = 6_000  # bytes: ~10 rows per block, so 15 blocks
+KEEP_BUDGET = 60_000  # the N x M tiles (8.4 kB) fit the kept-matrix share: the RBF backward pass reads them
 
 
 def kernels():
@@ -55,13 +56,18 @@ def test_a_small_budget_forces_many_blocks():
     assert 1 <= rows and -(-N // rows) >= 10
 
 
+@pytest.mark.parametrize("budget", [BUDGET, KEEP_BUDGET], ids=["tiles-recomputed", "tiles-kept"])
 @pytest.mark.parametrize("name, far", [(name, False) for name in kernels()]
                          + [("scaled-ard", True), ("sum-of-scaled", True)])
-def test_statistics_and_their_gradients_equal_the_dense_computation(data, name, far):
+def test_statistics_and_their_gradients_equal_the_dense_computation(data, name, far, budget, monkeypatch):
     """``far``: the closed form expands ``(x - z)^2``; data 100 units from the origin and signed
     weights (an adjoint of either sign) still give autograd's dense gradient to 1e-8 (the values,
-    sums of terms of either sign taken in another order, to 1e-10)."""
+    sums of terms of either sign taken in another order, to 1e-10). ``budget``: the RBF backward pass
+    recomputes each block's tile, or reads the forward pass's when the tiles fit the plan."""
     X, Y, W, Z0 = data
+    recomputed = []
+    tile = _RBFGradient.tile
+    monkeypatch.setattr(_RBFGradient, "tile", lambda self, k, Xb: recomputed.append(1) or tile(self, k, Xb))
     if far:
         X, Z0, W = X + 100.0, Z0 + 100.0, W - 0.4
     lk = LearnableKernel(kernels()[name], D)
@@ -73,7 +79,7 @@ def test_statistics_and_their_gradients_equal_the_dense_computation(data, name, 
         theta = torch.tensor(lk.theta0, requires_grad=True)
         Z = Z0.clone().requires_grad_(True)
         if blocked:
-            st = kernel_statistics(lk.at, theta, Z, X, Y, W, memory_budget=BUDGET)
+            st = kernel_statistics(lk.at, theta, Z, X, Y, W, memory_budget=budget)
             parts = (st.gram, st.rhs, st.colsum, st.kdiag)
         else:
             parts = dense_statistics(lk.at(theta), X, Z, Y, W)
@@ -81,6 +87,8 @@ def test_statistics_and_their_gradients_equal_the_dense_computation(data, name, 
         return [p.detach() for p in parts], loss.detach(), torch.autograd.grad(loss, [theta, Z])
 
     (pb, lb, gb), (pd, ld, gd) = run(True), run(False)
+    if _RBFGradient.handles(kernels()[name]):
+        assert (not recomputed) == (budget == KEEP_BUDGET)
     value_tol = 1e-10 if far else 1e-12
     for a, b in zip(pb, pd):
         assert rel(a, b) < value_tol

@@ -17,8 +17,10 @@ Ctrl-C; a row source is read block by block), no autograd graph kept: memory O(b
 ``K_MM = k_theta(Z, Z)``, small and on the graph -- is differentiated by autograd as usual.
 
 **Backward** (pass 2): given the adjoints ``G_A = dL/dgram``, ``G_b = dL/drhs``, ``g_c = dL/dcolsum``,
-``g_k = dL/dkdiag``, each block's tile ``K_b`` is recomputed with autograd on and the vector-Jacobian
-product of ``K_b`` with its adjoint
+``g_k = dL/dkdiag``, each block's tile ``K_b`` is recomputed with autograd on (for ``RBF`` / ``c * RBF``
+on dense rows, read from the forward pass instead when the ``n x m`` tiles fit the plan's "kept
+matrix" share, which is then held by both passes) and the vector-Jacobian product of ``K_b`` with its
+adjoint
 
 .. math:: \\bar K_b = \\sum_g W_{g,b} \\big(K_b (G_{A,g} + G_{A,g}^T) + Y_b G_{b,g}^T + 1 g_{c,g}^T\\big)
 
@@ -216,10 +218,13 @@ class _SparseRBFGradient(_RBFGradient):
 class _Pass:
     """The data of one call (inputs, targets, weights, block size) and its two passes."""
 
-    def __init__(self, kernel_at, X, Y, W, rows, desc):
+    def __init__(self, kernel_at, X, Y, W, rows, desc, keep_tiles=False):
         self.kernel_at, self.X, self.Y, self.W, self.rows, self.desc = kernel_at, X, Y, W, rows, desc
         self.ones = bool((W == 1).all())  # unweighted: no row scaling in either pass
         self.dense = not (X.sparse if isinstance(X, RowSource) else is_sparse(X))
+        # the forward pass's tiles, kept for the closed-form RBF backward pass (which would recompute
+        # them) when they fit the plan (see kernel_statistics); handed over once, then dropped
+        self.tiles = [] if keep_tiles else None
 
     def blocks(self, dtype, device, what):
         """``(Xb, Yb, Wb)`` per row block (a source is read one block at a time)."""
@@ -240,6 +245,8 @@ class _Pass:
             k = self.kernel_at(theta)
             for Xb, Yb, Wb in self.blocks(Z.dtype, Z.device, "statistics"):
                 Kb = k(Xb, Z)
+                if self.tiles is not None:
+                    self.tiles.append(Kb)
                 Wd = Wb.to(Kb.dtype)
                 # K^T [w_0 y, w_0, w_1 y, w_1, ...]: the right-hand sides and column sums in one product
                 R = torch.cat([torch.cat([Wd[:, j, None] * Yb.to(Kb.dtype), Wd[:, j, None]], 1) for j in range(g)], 1)
@@ -282,10 +289,11 @@ class _Pass:
             leaf = theta.detach().requires_grad_(needs[0])
             k = self.kernel_at(leaf)  # its hyperparameter tensors hang on theta's graph
         acc = gradient(k, Z)
+        tiles, self.tiles = (iter(self.tiles) if self.tiles and gradient is _RBFGradient else None), None
         with torch.no_grad():
             kd = self.kernel_at(theta.detach())
             for Xb, Yb, Wb in self.blocks(Z.dtype, Z.device, "gradient"):
-                K64 = acc.tile(kd, Xb)
+                K64 = acc.tile(kd, Xb) if tiles is None else next(tiles).to(torch.float64)
                 Wd = Wb.to(torch.float64)
                 P = self._adjoint(K64, Yb, Wd, GA, gb, gc).mul_(K64)
                 acc.add_block(Xb, P, Wd @ gk)
@@ -372,14 +380,24 @@ def kernel_statistics(kernel_at: Callable[[torch.Tensor], object], theta: torch.
     W = W[:, None] if W.ndim == 1 else W
     if W.shape[0] != n:
         raise ValueError(f"kernel_statistics: weights must have {n} rows; got {W.shape[0]}.")
+    kernel = kernel_at(theta.detach())
+    dense = not (X.sparse if isinstance(X, RowSource) else is_sparse(X))
+    keep = (dense and _RBFGradient.handles(kernel) and torch.is_grad_enabled()
+            and (theta.requires_grad or Z.requires_grad))
+    if keep:  # the n x m tiles kept for the backward pass: within the kept-matrix share, held throughout
+        plan = current_plan(memory_budget, Z.device)
+        tile_bytes = n * Z.shape[0] * Z.element_size()
+        keep = tile_bytes <= plan.share("kept matrix")
+        if keep:
+            memory_budget = plan.holding(tile_bytes)
     if rows is None:
-        scratch = float(kernel_at(theta.detach()).scratch(d))
+        scratch = float(kernel.scratch(d))
         # sparse rows (in memory or a sparse source): a row costs its stored entries, not d
         sparse = X.sparse if isinstance(X, RowSource) else is_sparse(X)
         rows = statistics_rows(n, Z.shape[0], plan_features(X) if sparse else d, Y.shape[1], W.shape[1],
                                itemsize=Z.element_size(), scratch=scratch, memory_budget=memory_budget,
                                device=Z.device)
-    job = _Pass(kernel_at, X, Y.to(Z.device), W, int(rows), desc)
+    job = _Pass(kernel_at, X, Y.to(Z.device), W, int(rows), desc, keep_tiles=keep)
     gram, rhs, colsum, kdiag = _StatisticsFunction.apply(theta, Z, job)
     W64, Y64 = W.to(torch.float64), Y.to(device=Z.device, dtype=torch.float64)
     return KernelStatistics(gram, rhs, colsum, kdiag, W64.sum(0), W64.mT @ (Y64 * Y64), W64.mT @ Y64)
