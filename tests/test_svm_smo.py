@@ -36,6 +36,22 @@ def test_inloop_rbf_rows_equal_the_dense_kernel_float64(d):
         assert np.mean(out.astype(np.float32) == ref.astype(np.float32)) > 0.999
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("bands", [2, 3])
+def test_inloop_rbf_rows_in_bands_equal_one_thread(bands, dtype):
+    # a long row is computed in bands of samples on several threads: the same numbers, bit for bit
+    rng = np.random.default_rng(bands)
+    n, d = 40_001, 9  # above _PAR_MIN_WORK, bands of whole chunks and a short last one
+    assert n * (d + 8) >= _smo._PAR_MIN_WORK
+    XT = np.ascontiguousarray((rng.normal(size=(d, n)) / np.sqrt(d)).astype(dtype))
+    one, many = np.empty(n, dtype=np.float32), np.full(n, np.nan, dtype=np.float32)
+    for i in (0, 17, n - 1):
+        _smo._rbf_row(XT, i, one, np.empty((3, _smo._CHUNK), dtype=dtype))
+        _smo._rbf_row(XT, i, many, np.empty((3 * bands, _smo._CHUNK), dtype=dtype))
+        np.testing.assert_array_equal(many, one)
+        assert one[i] == 1.0
+
+
 def test_inloop_rbf_rows_float32():
     rng = np.random.default_rng(0)
     X = rng.normal(size=(700, 5)).astype(np.float32)

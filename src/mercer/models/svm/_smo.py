@@ -91,7 +91,22 @@ _ITER_WORK = 2**8
 
 
 #: the functions of the compiled loop (``_run`` calls the others), compiled on the first solve
-_jit = LazyJit(globals())
+prange = range  # numba's prange once compiled (the parallel row's bands); plain range before
+
+
+class _LazyJit(LazyJit):
+    """:class:`~mercer._jit.LazyJit` that makes ``prange`` numba's before the module compiles."""
+
+    def __call__(self, name: str):
+        global prange
+        if prange is range:
+            from numba import prange as numba_prange
+
+            prange = numba_prange
+        return super().__call__(name)
+
+
+_jit = _LazyJit(globals())
 #: Floating-point licence of the in-loop exponential: contraction into FMAs and no NaN/inf checks,
 #: but no reassociation (``_exp_chunk`` rounds with ``x + 1.5 * 2**52 - 1.5 * 2**52``, which
 #: reassociation would fold away).
@@ -155,17 +170,49 @@ def _exp_chunk32(v, buf):
         v[t] *= buf[t]
 
 
-@_jit.mark(fastmath=_EXP_FLAGS)
+#: Least work (entries times ``d + 8``) of an in-loop row computed in bands on several threads:
+#: below it a row (~50 us at d = 9) is not worth a parallel region's wake-up.
+_PAR_MIN_WORK = 2**18
+
+
+@_jit.mark
 def _rbf_row(XT, i, out, scratch):
     """``out[t] = exp(-|x_i - x_t|^2)`` for every sample t, the features ``XT`` (d, n) scaled by
-    sqrt(gamma) beforehand; chunks of ``scratch.shape[1]`` entries (``scratch``: (3, chunk))."""
+    sqrt(gamma) beforehand; chunks of ``scratch.shape[1]`` entries. ``scratch``: (3 b, chunk), the
+    scratch of ``b`` bands of samples computed on ``b`` threads (one band when the row is small).
+    Every entry is computed as by one thread (the same operations on it): the same row, bit for bit."""
     d, n = XT.shape
+    bands = scratch.shape[0] // 3
+    if bands > 1 and n * (d + 8) >= _PAR_MIN_WORK:
+        _rbf_bands(XT, i, out, scratch, bands)
+    else:
+        _rbf_band(XT, i, out, scratch[:3], 0, n)
+
+
+@_jit.mark(parallel=True)
+def _rbf_bands(XT, i, out, scratch, bands):
+    """:func:`_rbf_band` on ``bands`` bands of samples (whole chunks), in parallel."""
+    n = XT.shape[1]
+    B = scratch.shape[1]
+    width = ((n + bands - 1) // bands + B - 1) // B * B
+    for b in prange(bands):
+        lo = b * width
+        hi = min(n, lo + width)
+        if lo < hi:
+            _rbf_band(XT, i, out, scratch[3 * b:3 * b + 3], lo, hi)
+
+
+@_jit.mark(fastmath=_EXP_FLAGS)
+def _rbf_band(XT, i, out, scratch, lo, hi):
+    """``out[t] = exp(-|x_i - x_t|^2)`` for samples ``lo <= t < hi``, chunks of ``scratch.shape[1]``
+    entries (``scratch``: (3, chunk))."""
+    d = XT.shape[0]
     B = scratch.shape[1]
     xi = scratch[2]
     for k in range(d):
         xi[k] = XT[k, i]
-    for s0 in range(0, n, B):
-        m = min(B, n - s0)
+    for s0 in range(lo, hi, B):
+        m = min(B, hi - s0)
         acc = scratch[0, :m]
         for t in range(m):
             acc[t] = 0
@@ -842,6 +889,14 @@ def _reconstruct(d: _Dual, matvec, c: _RowCache, XT: np.ndarray, scratch: np.nda
     d.st[_S_ACTIVE] = n
 
 
+def _row_bands() -> int:
+    """Threads an in-loop kernel row is computed on: torch's intra-op threads (the caller's
+    setting, :mod:`mercer._threads`), at most numba's."""
+    import numba
+
+    return int(max(1, min(torch.get_num_threads(), numba.get_num_threads())))
+
+
 def solve_smo(rows: Callable[[np.ndarray], np.ndarray], diag: np.ndarray, y: np.ndarray, Cb: np.ndarray, *,
               matvec: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray], cache_rows: int,
               cache_dtype=np.float64, tol: float = 1e-3, shrinking: bool = True, max_iter: int = -1,
@@ -907,7 +962,7 @@ def solve_smo(rows: Callable[[np.ndarray], np.ndarray], diag: np.ndarray, y: np.
         if XT.shape[1] != n or XT.dtype not in (np.float32, np.float64):
             raise ValueError(f"solve_smo: features must be a float32 or float64 array of shape (d, {n}); got "
                              f"{XT.dtype} of shape {XT.shape}.")
-        scratch = np.empty((3, max(_CHUNK, XT.shape[0])), dtype=XT.dtype)
+        scratch = np.empty((3 * _row_bands(), max(_CHUNK, XT.shape[0])), dtype=XT.dtype)
         d.st[_S_GROWN] = GROW_FROM  # rows that recur grow the cache, not every row computed
     # the compiled loop's arguments: arrays updated in place, never rebound
     args = (d.y, d.F, d.G_bar, d.alpha, d.Cb, d.QD, d.side, c.cache, c.slot_of, c.owner, c.last_used, d.active,
