@@ -25,6 +25,7 @@ from ...kernels import RBF, Kernel
 from ...linalg import SVM_BATCH_BYTES, KernelOperator, MiB, NumericalWarning, plan_rows
 from ._batched import solve_batched, working_set_size
 from ._smo import SMOResult, solve_smo
+from ._sparse_rows import SparseKernelRows, supports
 
 __all__ = ["solve_on"]
 
@@ -70,6 +71,8 @@ class _Rows:
         if self.pre:  # Xs: rows of the Gram matrix restricted to this problem's columns
             self.X = Xs[:, cols] if cols is not None else Xs
         self.rbf = type(kernel) is RBF and not kernel.is_ard  # per-feature gammas: the generic path
+        # sparse rows: the common kernels' rows in one compiled call (no dispatch per call)
+        self.sparse_rows = SparseKernelRows(kernel, self.X) if not self.pre and supports(kernel, self.X) else None
         if self.rbf:
             self.g = float(kernel.gamma if kernel.gamma is not None else 1.0 / Xs.shape[1])
             self.nrm = row_sq_norms(Xs).mul_(-self.g)
@@ -105,6 +108,8 @@ class _Rows:
         it = torch.as_tensor(idx, device=self.X.device)
         if self.pre:
             return to_numpy(self.X[it])
+        if self.sparse_rows is not None:
+            return self.sparse_rows(idx)
         if self.rbf and not is_sparse(self.X):  # sparse rows: the kernel's own sparse product
             if out is not None:
                 D = torch.addmm(self.nrm[None, :], self.X[it], self.X.T, alpha=2.0 * self.g, out=out)
