@@ -155,7 +155,7 @@ def test_coarse_stages_learn_on_subsamples_with_alpha_in_all_rows_units(data):
 def test_coarse_rows_auto_and_bad_values():
     est = NystroemKernelRidgeCV(n_centers=200)
     assert est._coarse_stages(torch.zeros(13_500, 26), 13_500, 200, 2) == [2000, 8000]
-    assert est._coarse_stages(torch.zeros(57_000, 27), 57_000, 200, 2) == [2000, 8000, 32000]
+    assert est._coarse_stages(torch.zeros(57_000, 27), 57_000, 200, 2) == [5700, 22800]  # a tenth of the rows
     assert est._coarse_stages(torch.zeros(2_999, 4), 2_999, 200, 2) == []  # small n: all rows only
     assert est._coarse_stages(torch.zeros(20_000, 4), 20_000, 500, 2) == [5000]  # 10 rows per centre
     # a stage's rows are held in memory: within the in-memory share of the budget (a quarter), 8 x 28 bytes a row

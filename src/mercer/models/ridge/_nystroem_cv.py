@@ -92,10 +92,11 @@ def nystroem_holdout_error(stats, K_mm: torch.Tensor, alpha, *, fit_intercept: b
 
 _OBJECTIVES = {"gcv": nystroem_gcv, "holdout": nystroem_holdout_error}
 
-#: coarse_rows="auto": the first coarse stage's rows (at least this many, and 10 per centre), their
-#: growth per stage, and the fewest iterations of a later stage.
+#: coarse_rows="auto": the first coarse stage's rows (a tenth of them, at least 2,000 and 10 per
+#: centre), their growth per stage, and the fewest iterations of a later stage.
 _AUTO_FIRST_ROWS = 2000
 _AUTO_ROWS_PER_CENTER = 10
+_AUTO_FIRST_FRACTION = 10
 _AUTO_GROWTH = 4
 _MIN_STAGE_ITER = 5
 _ITER_SHRINK = 3
@@ -245,11 +246,11 @@ class _NystroemCVBase(KernelEstimatorMixin, BaseEstimator):
         spec = self.coarse_rows
         if spec is None:
             return []
-        if isinstance(spec, str):  # "auto": 10 M rows (at least 2,000), times 4 per stage, up to 2 n / 3
-            # and within the in-memory share of the budget (a subsample is held in memory)
+        if isinstance(spec, str):  # "auto": n / 10 rows (at least 10 M and 2,000), times 4 per stage, up to
+            # 2 n / 3 and within the in-memory share of the budget (a subsample is held in memory)
             cap = plan_rows(n, sample_row_bytes(Xt, extra, 0), budget=self._plan.share("in-memory input"),
                             max_bytes=None, what=f"{owner}: a coarse stage's rows")
-            rows, out = max(_AUTO_FIRST_ROWS, _AUTO_ROWS_PER_CENTER * M), []
+            rows, out = max(_AUTO_FIRST_ROWS, _AUTO_ROWS_PER_CENTER * M, n // _AUTO_FIRST_FRACTION), []
             while 3 * rows <= 2 * n and rows <= cap:
                 out.append(rows)
                 rows *= _AUTO_GROWTH
@@ -415,11 +416,11 @@ class NystroemKernelRidgeCV(MultiOutputMixin, RegressorMixin, _NystroemCVBase):
         (the share of the rows' weight), so the values carry over unchanged. The first stage runs
         ``max_iter`` iterations (and the restarts), each later stage a third of the one before (at
         least 5), the last one on all rows included: an evaluation on a subsample costs its share of
-        the two passes, and most iterations are spent there. ``"auto"``: stages of ``max(2000, 10 M)``
-        rows, four times more per stage, while a stage has at most two thirds of the rows (none for
-        ``n_samples < 3,000`` at M <= 200) and fits in the in-memory share of ``memory_budget``
-        (a stage's rows are held in memory, also when ``X`` is streamed from a source). None: all
-        iterations on all rows. See :attr:`stages_`.
+        the two passes, and most iterations are spent there. ``"auto"``: a first stage of a tenth of
+        the rows (at least 2,000 and 10 per centre), four times more per stage, while a stage has at
+        most two thirds of the rows (none for ``n_samples < 3,000`` at M <= 200) and fits in the
+        in-memory share of ``memory_budget`` (a stage's rows are held in memory, also when ``X`` is
+        streamed from a source). None: all iterations on all rows. See :attr:`stages_`.
     optimizer : {"lbfgs", "adam"} or None, default="lbfgs"
         None evaluates the objective at the given values only.
     n_restarts_optimizer : int, default=0
