@@ -41,7 +41,7 @@ def test_inloop_rbf_rows_equal_the_dense_kernel_float64(d):
 def test_inloop_rbf_rows_in_bands_equal_one_thread(bands, dtype):
     # a long row is computed in bands of samples on several threads: the same numbers, bit for bit
     rng = np.random.default_rng(bands)
-    n, d = 40_001, 9  # above _PAR_MIN_WORK, bands of whole chunks and a short last one
+    n, d = 150_001, 9  # above _PAR_MIN_WORK, bands of whole chunks and a short last one
     assert n * (d + 8) >= _smo._PAR_MIN_WORK
     XT = np.ascontiguousarray((rng.normal(size=(d, n)) / np.sqrt(d)).astype(dtype))
     one, many = np.empty(n, dtype=np.float32), np.full(n, np.nan, dtype=np.float32)

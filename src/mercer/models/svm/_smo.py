@@ -170,9 +170,13 @@ def _exp_chunk32(v, buf):
         v[t] *= buf[t]
 
 
-#: Least work (entries times ``d + 8``) of an in-loop row computed in bands on several threads:
-#: below it a row (~50 us at d = 9) is not worth a parallel region's wake-up.
-_PAR_MIN_WORK = 2**18
+#: Least work (entries times ``d + 8``) of an in-loop row computed in bands on several threads
+#: (~0.4 ms on one): a parallel region's wake-up of its sleeping threads (mercer._threads) costs
+#: ~50 us here, so that a row of 41,157 entries at d = 9 (~110 us) took as long in two bands as on
+#: one thread, at best of 200, and one of 200,000 (~0.9 ms) 0.5-0.6 of it
+#: (benchmarks/results/svm/history/smo-cache-growth.md). Passes over the active set (50-250 us at
+#: 40,000 variables) gained nothing in bands either; they stay on one thread.
+_PAR_MIN_WORK = 2**21
 
 
 @_jit.mark
