@@ -104,6 +104,11 @@ def chol_with_jitter(K: torch.Tensor) -> torch.Tensor:
     raise torch.linalg.LinAlgError("Cholesky failed even with jitter")
 
 
+class _EvaluationLimit(Exception):
+    """Raised by :class:`_Objective` at its evaluation limit: L-BFGS-B checks ``maxfun`` only between
+    iterations, so one long line search would run past it."""
+
+
 class _Objective:
     """Wraps the torch loss: numpy theta in, (loss, gradient) out; failures become a large loss.
     A call at the point of the previous call returns its result without evaluating again (the
@@ -113,13 +118,16 @@ class _Objective:
         self.loss_fn, self.dtype, self.device = loss_fn, dtype, device
         self.n_evals = 0
         self.bar = bar  # a progress handle (mercer._progress.task): evaluations and the best loss
-        self.best = math.inf
+        self.best, self.best_x = math.inf, None  # the lowest loss evaluated, and where
+        self.limit = None  # at most this many evaluations (optimize's max_evals)
         self._last = None  # (x, loss, gradient) of the previous call
 
     def __call__(self, x: np.ndarray):
         x = np.asarray(x, dtype=np.float64)
         if self._last is not None and np.array_equal(self._last[0], x):
             return self._last[1], self._last[2].copy()
+        if self.limit is not None and self.n_evals >= self.limit:
+            raise _EvaluationLimit
         f, g = self._evaluate(x)
         self._last = (x.copy(), f, g.copy())
         return f, g
@@ -141,15 +149,29 @@ class _Objective:
         if not np.all(np.isfinite(g)):
             return _BAD, np.zeros_like(x)
         f = float(loss.detach())
+        if f < self.best:
+            self.best, self.best_x = f, x.copy()
         if self.bar:
-            self.best = min(self.best, f)
             self.bar.update(self.n_evals, loss=self.best)
         return f, g
 
 
-def _lbfgs(obj, x0, bounds, max_iter):
-    res = _scipy_minimize(obj, x0, jac=True, method="L-BFGS-B", bounds=[tuple(b) for b in bounds],
-                          options={"maxiter": max_iter})
+def _lbfgs(obj, x0, bounds, max_iter, max_evals=None):
+    iterations = [0]
+
+    def count(*_):
+        iterations[0] += 1
+
+    if max_evals is not None:
+        obj.limit = obj.n_evals + max_evals
+    try:
+        res = _scipy_minimize(obj, x0, jac=True, method="L-BFGS-B", bounds=[tuple(b) for b in bounds],
+                              options={"maxiter": max_iter}, callback=count)
+    except _EvaluationLimit:  # the best point evaluated (possibly inside a line search)
+        x, f = (x0, _BAD) if obj.best_x is None else (obj.best_x, obj.best)
+        return x.copy(), float(f), False, iterations[0], f"reached the limit of {max_evals} evaluations (max_evals)"
+    finally:
+        obj.limit = None
     msg = res.message if isinstance(res.message, str) else res.message.decode()
     return np.asarray(res.x, dtype=np.float64), float(res.fun), bool(res.success), int(res.nit), msg
 
@@ -212,7 +234,7 @@ def _adam(obj, x0, bounds, max_iter, lr, dtype, device):
 
 def optimize(loss_fn, theta0, bounds, *, method: str, max_iter: int, n_restarts: int, rng: np.random.RandomState,
              dtype=torch.float64, device="cpu", perturb=None, spread: float | None = math.log(10.0), lr: float = 0.05,
-             desc: str = "learning kernel hyperparameters"):
+             desc: str = "learning kernel hyperparameters", max_evals: int | None = None):
     """Minimise ``loss_fn(theta)`` from ``theta0`` and ``n_restarts`` perturbed starts.
 
     Parameters
@@ -232,6 +254,10 @@ def optimize(loss_fn, theta0, bounds, *, method: str, max_iter: int, n_restarts:
         bounds, as scikit-learn's GP does (the bounds must then be finite).
     desc : str
         Progress bar text (inside :func:`mercer.progress`: objective evaluations and the best loss).
+    max_evals : int, optional
+        L-BFGS: at most this many evaluations of the objective per start besides the start's (line
+        searches included). A run stopped by it may stop inside a line search: the best point it
+        evaluated is returned.
 
     Returns
     -------
@@ -256,7 +282,7 @@ def optimize(loss_fn, theta0, bounds, *, method: str, max_iter: int, n_restarts:
             if callable(method):
                 x, f, conv, nit, msg = _user_optimizer(method, obj, x0, bounds)
             elif method in ("lbfgs", "fmin_l_bfgs_b"):
-                x, f, conv, nit, msg = _lbfgs(obj, x0, bounds, max_iter)
+                x, f, conv, nit, msg = _lbfgs(obj, x0, bounds, max_iter, max_evals)
             else:
                 x, f, conv, nit, msg = _adam(obj, x0, bounds, max_iter, lr, dtype, device)
         if not f <= f0:  # never hand back a point worse than the start
@@ -269,10 +295,11 @@ def optimize(loss_fn, theta0, bounds, *, method: str, max_iter: int, n_restarts:
 
 def minimise_into(est, loss, theta: np.ndarray, bounds: np.ndarray, names: list, *, what: str, dtype,
                   device, perturb=None, desc: str | None = None, max_iter: int | None = None,
-                  n_restarts: int | None = None) -> np.ndarray:
+                  n_restarts: int | None = None, max_evals: int | None = None) -> np.ndarray:
     """Minimise ``loss`` from ``theta`` with ``est``'s optimizer settings (``optimizer``, ``max_iter``,
     ``n_restarts_optimizer``, ``random_state``; ``max_iter`` / ``n_restarts`` given here replace
-    ``est``'s), or only evaluate it when ``est.optimizer`` is None or there is nothing to learn. Sets
+    ``est``'s; ``max_evals`` as in :func:`optimize`), or only evaluate it when ``est.optimizer`` is
+    None or there is nothing to learn. Sets
     ``optimizer_results_``, ``n_evals_``, ``n_iter_`` and ``cv_error_`` on ``est`` (the objective
     ``what`` is minimised); returns the best theta. ``names`` and ``bounds`` name the reported
     coordinates (the first ``len(names)``)."""
@@ -283,7 +310,7 @@ def minimise_into(est, loss, theta: np.ndarray, bounds: np.ndarray, names: list,
                               max_iter=est.max_iter if max_iter is None else max_iter,
                               n_restarts=est.n_restarts_optimizer if n_restarts is None else n_restarts,
                               rng=check_random_state(est.random_state),
-                              dtype=dtype, device=device, perturb=perturb, **extra)
+                              dtype=dtype, device=device, perturb=perturb, max_evals=max_evals, **extra)
         est.optimizer_results_ = [r.as_dict() for r in runs]
         est.n_evals_ = int(sum(r.n_evals for r in runs))
         report(best, runs, names, bounds[:len(names)], owner=type(est).__name__, what=what, maximised=False)
