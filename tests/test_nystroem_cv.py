@@ -172,6 +172,31 @@ def test_coarse_rows_auto_and_bad_values():
         NystroemKernelRidgeCV(n_centers=5, coarse_rows=150, memory_budget=4000).fit(X, y)  # 150 x 40 bytes
 
 
+def test_max_evals_stops_lbfgs_inside_a_line_search_at_the_best_point_evaluated():
+    """optimize(max_evals=k): at most k evaluations after the start's, even within one line search
+    (L-BFGS-B checks its own maxfun only between iterations), and the lowest point evaluated."""
+    from mercer.models._hyperopt import optimize
+
+    seen = []
+
+    def loss(t):  # a steep valley: the first steps overshoot, the line searches backtrack
+        value = (1e4 * (t[0] - 1.0) ** 2 + (t[1] + 2.0) ** 2) * torch.exp(0.1 * t.square().sum())
+        seen.append((float(value.detach()), t.detach().clone().numpy()))
+        return value
+
+    x0, bounds = np.array([3.0, 3.0]), np.array([[-10.0, 10.0]] * 2)
+    kw = dict(method="lbfgs", max_iter=50, n_restarts=0, rng=np.random.RandomState(0))
+    full, _ = optimize(loss, x0, bounds, **kw)
+    assert full.n_evals > 8
+    for k in (1, 3, 8):
+        seen.clear()
+        best, runs = optimize(loss, x0, bounds, max_evals=k, **kw)
+        assert runs[0].n_evals == len(seen) == k + 1
+        lowest = min(seen, key=lambda s: s[0])
+        assert best.loss == lowest[0] and np.array_equal(best.theta, lowest[1])
+        assert not best.converged and "max_evals" in best.message
+
+
 def test_sparse_gp_learns_within_a_budget_smaller_than_its_n_by_m_matrices(data):
     """Learning held four n x M matrices (here 4 x 400 x 20 x 8 bytes = 250 KiB) and was refused
     under a smaller budget; the blocked statistics need O(block + M^2)."""
