@@ -97,3 +97,19 @@ def test_a_full_cache_fetches_the_missing_row_alone():
     np.testing.assert_array_equal(small.alpha, full.alpha)
     assert small.rows_computed == sum(fetched) <= 3 * small.n_iter
     assert max(fetched) > 1  # prefetched while the cache filled
+
+
+@pytest.mark.parametrize("kernel", [RBF(gamma=0.7), Cosine()], ids=repr)
+def test_gradient_products_of_sparse_rows_equal_the_dense_ones(kernel):
+    """``_Rows.matvec`` (the gradient's reconstruction: K[r][:, c] v) on sparse rows goes through the
+    compiled rows, a batch of rows of ``c`` at a time; equal to the dense product."""
+    from mercer.models.svm._dual import MAX_BATCH, _Rows
+
+    X = as_sparse_rows(_csr(300, 200, seed=5))
+    rows = _Rows(kernel, X, 1 << 30)
+    assert rows.sparse_rows is not None
+    rng = np.random.default_rng(1)
+    r, c = rng.choice(300, 40, replace=False), rng.choice(300, MAX_BATCH + 37, replace=False)  # two batches
+    v = rng.normal(size=len(c))
+    K = kernel(X, X).numpy()
+    np.testing.assert_allclose(rows.matvec(r, c, v), K[np.ix_(r, c)] @ v, rtol=1e-12, atol=1e-12)

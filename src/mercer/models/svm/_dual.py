@@ -137,6 +137,12 @@ class _Rows:
         return block
 
     def matvec(self, r, c, v) -> np.ndarray:
+        if self.sparse_rows is not None:  # K[r][:, c] v = K[c][:, r]^T v, rows of c a batch at a time
+            r, c = np.asarray(r, dtype=np.int64), np.asarray(c, dtype=np.int64)
+            out = np.zeros(len(r))
+            for a in range(0, len(c), MAX_BATCH):
+                out += self.sparse_rows(c[a:a + MAX_BATCH])[:, r].T @ np.asarray(v[a:a + MAX_BATCH], dtype=np.float64)
+            return out
         vt = torch.as_tensor(v, dtype=self.X.dtype, device=self.X.device)
         rt = torch.as_tensor(r, device=self.X.device)
         ct = torch.as_tensor(c, device=self.X.device)
