@@ -21,7 +21,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 
-__all__ = ["LazyJit"]
+__all__ = ["LazyJit", "numba_threads"]
 
 
 class LazyJit:
@@ -54,7 +54,24 @@ class LazyJit:
                 if not hasattr(ns[name], "py_func"):
                     from numba import njit
 
+                    if any(options.get("parallel") for options in self._options.values()):
+                        numba_threads()  # the pool started here, torch's thread count kept
                     for fn, options in self._options.items():
                         if not hasattr(ns[fn], "py_func"):
                             ns[fn] = njit(cache=True, nogil=True, **options)(ns[fn])
         return ns[name]
+
+
+def numba_threads() -> int:
+    """numba's thread count, its thread pool started (once per process) with torch's thread count
+    kept: numba's OpenMP layer sets the shared OpenMP runtime's team size to every core when it
+    starts, which left a user's ``torch.set_num_threads(1)`` at 2 after the first fit that asked."""
+    import numba
+    import torch
+
+    threads = torch.get_num_threads()
+    try:
+        return int(numba.get_num_threads())
+    finally:
+        if torch.get_num_threads() != threads:
+            torch.set_num_threads(threads)

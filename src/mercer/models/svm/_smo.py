@@ -43,7 +43,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..._jit import LazyJit
+from ..._jit import LazyJit, numba_threads
 from ..._progress import task
 from ...linalg import current_observer
 
@@ -913,9 +913,7 @@ def _reconstruct(d: _Dual, matvec, c: _RowCache, XT: np.ndarray, scratch: np.nda
 def _row_bands() -> int:
     """Threads an in-loop kernel row is computed on: torch's intra-op threads (the caller's
     setting, :mod:`mercer._threads`), at most numba's."""
-    import numba
-
-    return int(max(1, min(torch.get_num_threads(), numba.get_num_threads())))
+    return int(max(1, min(torch.get_num_threads(), numba_threads())))
 
 
 def solve_smo(rows: Callable[[np.ndarray], np.ndarray], diag: np.ndarray, y: np.ndarray, Cb: np.ndarray, *,
