@@ -105,11 +105,11 @@ class _Rows:
         return block
 
     def _block(self, idx: np.ndarray, out: torch.Tensor | None = None) -> np.ndarray:
+        if self.sparse_rows is not None:
+            return self.sparse_rows(idx)
         it = torch.as_tensor(idx, device=self.X.device)
         if self.pre:
             return to_numpy(self.X[it])
-        if self.sparse_rows is not None:
-            return self.sparse_rows(idx)
         if self.rbf and not is_sparse(self.X):  # sparse rows: the kernel's own sparse product
             if out is not None:
                 D = torch.addmm(self.nrm[None, :], self.X[it], self.X.T, alpha=2.0 * self.g, out=out)
