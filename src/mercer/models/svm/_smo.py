@@ -176,7 +176,7 @@ def _exp_chunk32(v, buf):
 #: one thread, at best of 200, and one of 200,000 (~0.9 ms) 0.5-0.6 of it
 #: (benchmarks/results/svm/history/smo-cache-growth.md). Passes over the active set (50-250 us at
 #: 40,000 variables) gained nothing in bands either; they stay on one thread.
-_PAR_MIN_WORK = 2**21
+_PAR_MIN_WORK = 2_097_152  # 2^21 (a count of work, not bytes)
 
 
 @_jit.mark
