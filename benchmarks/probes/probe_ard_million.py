@@ -1,7 +1,7 @@
 """Issue 25's demonstration: ARD length scales learned at 1,000,000 rows streamed from Parquet.
 
     python benchmarks/probes/probe_ard_million.py [--n 1000000] [--centers 100] [--max-iter 30]
-        [--data DIR] [--fit-only]
+        [--data DIR] [--fit-only] [--dask WORKERS]
 
 The data: ``X ~ N(0, I_28)`` (float32 columns ``x0 .. x27``), of which the first 8 matter,
 
@@ -15,6 +15,9 @@ read back through :func:`mercer.sources.read_parquet` by a fresh process, which 
 :class:`mercer.NystroemKernelRidgeCV` with ``RBF(gamma=[1 / (2 d)] * d)`` (one length scale per
 feature, ``alpha`` learned too, GCV, ``--centers`` uniform centres, L-BFGS for ``--max-iter``
 iterations). The source is read block by block in every objective evaluation (two passes each).
+With ``--dask WORKERS`` the same file is read by ``dask.dataframe.read_parquet`` on a LocalCluster
+of that many single-threaded worker processes, and the same model is fitted on the Dask array with
+the cluster's client in force (the blocked statistics run on the workers).
 
 Printed (and returned as JSON on the last line): the 28 learned length scales ``1 / sqrt(2 gamma)``,
 the margin ``min(irrelevant) / max(relevant)`` (above 1: every relevant scale is smaller than every
@@ -73,12 +76,30 @@ def fit(args) -> dict:
     from mercer.kernels import RBF
     from mercer.sources import read_parquet
 
+    import contextlib
+
     load0 = os.getloadavg()
-    X, y = read_parquet(str(Path(args.data) / "train.parquet"), target="y")
-    model = mercer.NystroemKernelRidgeCV(kernel=RBF(gamma=[1.0 / (2 * D)] * D), alpha=1e-3 * X.n_samples,
+    path = str(Path(args.data) / "train.parquet")
+    context = contextlib.nullcontext()
+    if args.dask:
+        import dask.dataframe as dd
+        import distributed
+
+        cluster = distributed.LocalCluster(n_workers=args.dask, threads_per_worker=1, host="127.0.0.1",
+                                           dashboard_address=None)
+        client = distributed.Client(cluster, set_as_default=False)
+        context = client.as_current()
+        frame = dd.read_parquet(path)
+        X = frame[[f"x{j}" for j in range(D)]].to_dask_array(lengths=True)
+        y = frame["y"].to_dask_array(lengths=True)
+        n = int(X.shape[0])
+    else:
+        X, y = read_parquet(path, target="y")
+        n = X.n_samples
+    model = mercer.NystroemKernelRidgeCV(kernel=RBF(gamma=[1.0 / (2 * D)] * D), alpha=1e-3 * n,
                                          n_centers=args.centers, max_iter=args.max_iter, random_state=0)
     t0 = time.perf_counter()
-    with warnings.catch_warnings(record=True) as caught:
+    with warnings.catch_warnings(record=True) as caught, context:
         warnings.simplefilter("always")
         model.fit(X, y)
     fit_s = time.perf_counter() - t0
@@ -88,7 +109,7 @@ def fit(args) -> dict:
     gamma = np.asarray(model.kernel_.gamma, dtype=np.float64)
     scales = 1.0 / np.sqrt(2.0 * gamma)
     rel, irr = scales[:RELEVANT], scales[RELEVANT:]
-    return {"n": int(X.n_samples), "d": D, "centers": args.centers, "max_iter": args.max_iter,
+    return {"n": int(n), "d": D, "dask_workers": args.dask, "centers": args.centers, "max_iter": args.max_iter,
             "length_scales": [round(float(s), 4) for s in scales],
             "max_relevant": float(rel.max()), "min_irrelevant": float(irr.min()),
             "margin": float(irr.min() / rel.max()), "separated": bool(irr.min() > rel.max()),
@@ -107,6 +128,8 @@ def main(argv=None) -> int:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--data", default=str(Path(tempfile.gettempdir()) / "ard_million"))
     p.add_argument("--fit-only", action="store_true", help="reuse DATA/train.parquet")
+    p.add_argument("--dask", type=int, default=0, metavar="WORKERS",
+                   help="fit on a Dask array read by dask.dataframe on a LocalCluster of WORKERS processes")
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.child:
@@ -116,7 +139,7 @@ def main(argv=None) -> int:
     if not args.fit_only or not path.exists():
         write(path, args.n, args.seed)
     cmd = [sys.executable, __file__, "--child", "--data", args.data, "--centers", str(args.centers),
-           "--max-iter", str(args.max_iter), "--seed", str(args.seed)]
+           "--max-iter", str(args.max_iter), "--seed", str(args.seed), "--dask", str(args.dask)]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True)
     r = json.loads(out.stdout.strip().splitlines()[-1])
     r["git"] = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
