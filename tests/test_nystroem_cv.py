@@ -197,6 +197,32 @@ def test_max_evals_stops_lbfgs_inside_a_line_search_at_the_best_point_evaluated(
         assert not best.converged and "max_evals" in best.message
 
 
+@pytest.mark.slow
+def test_coarse_stages_of_the_holdout_error_scale_alpha_by_the_drawn_training_rows(data):
+    """With objective="holdout" a stage's rows are drawn after the validation rows; its alpha is
+    alpha times the drawn training rows' weight over all rows' (the training share, as on all rows)."""
+    from mercer.kernels import LearnableKernel
+    from mercer.linalg import kernel_statistics
+    from mercer.models.ridge._nystroem_cv import nystroem_holdout_error
+
+    X, y, _, _ = data
+    kw = dict(kernel=RBF(gamma=[0.2] * 5), alpha=4.0, n_centers=30, max_iter=3, dtype="float64", random_state=0,
+              objective="holdout")
+    model = NystroemKernelRidgeCV(coarse_rows=[150], **kw).fit(X, y)
+    rs = np.random.RandomState(0)
+    val = np.zeros(400)
+    val[rs.choice(400, 80, replace=False)] = 1.0
+    rows = np.sort(rs.choice(400, 150, replace=False))
+    W = torch.as_tensor(np.stack([1.0 - val, val], 1)[rows])
+    lk = LearnableKernel(RBF(gamma=[0.2] * 5), 5, model.hyperparameter_bounds)
+    Z = NystroemKernelRidgeCV(optimizer=None, **kw).fit(X, y).centers_
+    theta = torch.as_tensor(lk.theta0)
+    stats = kernel_statistics(lk.at, theta, Z, torch.as_tensor(X[rows]), torch.as_tensor(y[rows, None]), W)
+    first = nystroem_holdout_error(stats, lk.at(theta)(Z), 4.0 * float(W[:, 0].sum()) / 400)
+    assert model.objective_path_[0] == pytest.approx(float(first), rel=1e-10)
+    assert [st["n_rows"] for st in model.stages_] == [150, 400]
+
+
 def test_sparse_gp_learns_within_a_budget_smaller_than_its_n_by_m_matrices(data):
     """Learning held four n x M matrices (here 4 x 400 x 20 x 8 bytes = 250 KiB) and was refused
     under a smaller budget; the blocked statistics need O(block + M^2)."""

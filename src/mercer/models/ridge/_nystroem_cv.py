@@ -376,8 +376,10 @@ class NystroemKernelRidgeCV(MultiOutputMixin, RegressorMixin, _NystroemCVBase):
 
     Each evaluation of the objective and its gradient is two blocked passes over the data
     (:func:`mercer.linalg.kernel_statistics`): memory O(block + M^2), never ``n x M``; ``X`` may be a
-    row source streamed from disk (:mod:`mercer.sources`). Learning computes in float64. The model
-    with the learned values is then fitted as an ordinary :class:`NystroemKernelRidge` (``estimator_``).
+    row source streamed from disk (:mod:`mercer.sources`). By default most evaluations are made on
+    random subsamples of the rows, coarse to fine, and the last ones on all rows (``coarse_rows``).
+    Learning computes in float64. The model with the learned values is then fitted as an ordinary
+    :class:`NystroemKernelRidge` (``estimator_``).
 
     Sparse ``X`` (scipy or torch sparse, a sparse source such as :class:`mercer.sources.SparseSource`)
     stays sparse: the centres are sparse rows of ``X``, the statistics are computed on sparse blocks
