@@ -64,6 +64,8 @@ _CONVERGED, _NEED_ROW, _MAX_ITER, _RECONSTRUCT, _RECONSTRUCT_FINAL, _PAUSE = 0, 
 _N_STATE = 14
 #: ``slot_of[i]`` of a row that was cached and evicted (``-1``: never cached).
 _EVICTED = -2
+#: A clock value no slot reaches (slots excluded from eviction).
+_NEVER = np.iinfo(np.int64).max
 #: Slots the row cache fills before it evicts, when the loop computes its rows itself (RBF at few
 #: features); past them it takes a fresh slot only for a row it had evicted (a row that recurs),
 #: up to its capacity. A fresh slot's first touch (page faults, ~1-4 us a page) costs about what an
@@ -775,11 +777,21 @@ class _RowCache:
         slots = np.arange(used, used + take, dtype=np.int64)
         st[_S_USED] = used + take
         st[_S_GROWN] = max(int(st[_S_GROWN]), used + take)
-        if take < m:
+        protected = int(self.slot_of[protect]) if protect >= 0 else -1
+        if take < m and take == 0 and m == 1:  # a full cache's one miss (see solve_smo): the LRU row
+            lu = self.last_used[:used]  # distinct clock values: argmin is argpartition's choice
+            if protected >= 0:
+                keep, lu[protected] = lu[protected], _NEVER
+            victims = np.array([np.argmin(lu)], dtype=np.int64)
+            if protected >= 0:
+                lu[protected] = keep
+            self.slot_of[self.owner[victims]] = _EVICTED
+            slots = victims
+        elif take < m:
             lu = self.last_used[:used + take].copy()
-            if protect >= 0 and self.slot_of[protect] >= 0:
-                lu[self.slot_of[protect]] = np.iinfo(np.int64).max
-            lu[slots] = np.iinfo(np.int64).max
+            if protected >= 0:
+                lu[protected] = _NEVER
+            lu[slots] = _NEVER
             victims = np.argpartition(lu, m - take - 1)[:m - take]
             self.slot_of[self.owner[victims]] = _EVICTED
             slots = np.concatenate([slots, victims])
