@@ -26,7 +26,6 @@ import torch
 from ..._jit import LazyJit
 from ..._sparse import SparseRows
 from ...kernels import RBF, Cosine, Kernel, Linear, Polynomial, Sigmoid
-from ...kernels._params import resolved_gamma
 
 __all__ = ["SparseKernelRows", "supports"]
 
@@ -62,7 +61,8 @@ class SparseKernelRows:
         self.parts = (c.indptr.numpy(), c.indices.numpy(), c.data.numpy(), *X.by_columns())
         self.n, self.dtype = X.shape[0], c.data.numpy().dtype
         d = X.shape[1]
-        self.gamma = float(resolved_gamma(getattr(kernel, "gamma", None), d)) if self.kind in (1, 2, 4) else 0.0
+        gamma = getattr(kernel, "gamma", None)  # None: 1 / n_features, as scikit-learn's kernels
+        self.gamma = (1.0 / d if gamma is None else float(gamma)) if self.kind in (1, 2, 4) else 0.0
         self.coef0 = float(getattr(kernel, "coef0", 0.0)) if self.kind in (1, 2) else 0.0
         self.degree = int(kernel.degree) if self.kind == 1 else 1
         sq = X.row_sq_norms()
