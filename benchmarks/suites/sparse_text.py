@@ -40,6 +40,7 @@ machine compare the ratios (both sides of a pair in one run), and see the load a
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
@@ -108,7 +109,7 @@ def _nbytes(X) -> int:
     return int(X.data.nbytes + X.indices.nbytes + X.indptr.nbytes)
 
 
-def _fit_job(model: str, Xtr, ytr, Xte, yte, n_centres: int, gamma: float) -> dict:
+def _fit_job(model: str, Xtr, ytr, Xte, yte, n_centres: int, gamma: float, cache: dict) -> dict:
     """One fit and its test predictions in a fresh process (module level: it pickles)."""
     import torch
 
@@ -117,8 +118,8 @@ def _fit_job(model: str, Xtr, ytr, Xte, yte, n_centres: int, gamma: float) -> di
     # the loops that this fit takes: the SMO's, its reconstruction, the kernel's sparse products)
     first = np.flatnonzero(ytr != ytr[0])[0]
     rows = np.unique(np.concatenate([np.arange(min(WARM_ROWS, len(ytr))), [first]]))
-    _make(model, min(n_centres, len(rows) // 2), gamma).fit(Xtr[rows], ytr[rows])
-    est = _make(model, n_centres, gamma)
+    _make(model, min(n_centres, len(rows) // 2), gamma, cache).fit(Xtr[rows], ytr[rows])
+    est = _make(model, n_centres, gamma, cache)
     before = current_rss_bytes()
     t0 = time.perf_counter()
     est.fit(Xtr, ytr)
@@ -162,7 +163,10 @@ def _model_bytes(est, seen=None) -> int:
     return 0
 
 
-def _make(model: str, n_centres: int, gamma: float):
+def _make(model: str, n_centres: int, gamma: float, cache: dict | None = None):
+    """The model; ``cache``: the SVMs' row cache in MB, ``{"mercer": mb or None, "sklearn": mb}``
+    (None: mercer's default, its plan's share)."""
+    cache = cache or {"mercer": None, "sklearn": 200.0}
     from sklearn.kernel_approximation import Nystroem
     from sklearn.linear_model import RidgeClassifier
     from sklearn.pipeline import make_pipeline
@@ -171,18 +175,18 @@ def _make(model: str, n_centres: int, gamma: float):
     import mercer
 
     if model == "mercer-svc-linear":
-        return mercer.KernelSVC(kernel="linear", C=C)
+        return mercer.KernelSVC(kernel="linear", C=C, cache_size=cache["mercer"])
     if model == "mercer-svc-cosine":
-        return mercer.KernelSVC(kernel="cosine", C=C)
+        return mercer.KernelSVC(kernel="cosine", C=C, cache_size=cache["mercer"])
     if model == "mercer-svc-rbf":
-        return mercer.KernelSVC(kernel="rbf", gamma=gamma, C=C)
+        return mercer.KernelSVC(kernel="rbf", gamma=gamma, C=C, cache_size=cache["mercer"])
     if model == "mercer-nystroem-ridge":
         return mercer.NystroemKernelRidgeClassifier(alpha=ALPHA, kernel="rbf", gamma=gamma, n_centers=n_centres,
                                                     random_state=0)
     if model in ("sklearn-svc-linear", "sklearn-svc-cosine"):
-        return SVC(kernel="linear", C=C)
+        return SVC(kernel="linear", C=C, cache_size=cache["sklearn"])
     if model == "sklearn-svc-rbf":
-        return SVC(kernel="rbf", gamma=gamma, C=C)
+        return SVC(kernel="rbf", gamma=gamma, C=C, cache_size=cache["sklearn"])
     if model == "sklearn-nystroem-ridge":
         return make_pipeline(Nystroem(kernel="rbf", gamma=gamma, n_components=n_centres, random_state=0),
                              RidgeClassifier(alpha=ALPHA))
@@ -235,7 +239,7 @@ def load_flights_onehot(path: Path, *, quick: bool):
     return enc.transform(cats[:n_train]).tocsr(), enc.transform(cats[n_train:]).tocsr(), y[:n_train], y[n_train:]
 
 
-def _cold_child(model: str, x_path: str, y_path: str, n_centres: int, gamma: float) -> None:
+def _cold_child(model: str, x_path: str, y_path: str, n_centres: int, gamma: float, cache: dict) -> None:
     """``--cold-child``: the data read, then the library imported and the model fitted in this fresh
     interpreter; prints the seconds of the read and of the rest."""
     import json
@@ -249,11 +253,19 @@ def _cold_child(model: str, x_path: str, y_path: str, n_centres: int, gamma: flo
         import torch
 
         torch.set_num_threads(1)  # as the warm fits
-    _make(model, n_centres, gamma).fit(X, y)
+    _make(model, n_centres, gamma, cache).fit(X, y)
     print(json.dumps({"load_s": t1 - t0, "fit_s": time.perf_counter() - t1}))
 
 
-def _cold_fit(model: str, Xtr, ytr, n_centres: int, gamma: float) -> float | None:
+def _mercer_cache_mb() -> float:
+    """MB of KernelSVC's default row cache here (its plan's share): LIBSVM's cache_size as large."""
+    import mercer
+
+    X = np.random.default_rng(0).normal(size=(40, 3))
+    return mercer.KernelSVC().fit(X, (X[:, 0] > 0).astype(int))._plan.share("row cache") / 2**20
+
+
+def _cold_fit(model: str, Xtr, ytr, n_centres: int, gamma: float, cache: dict) -> float | None:
     """Seconds of a cold fit: a fresh interpreter from its start to the fit's end (imports, numba's
     compilation or cache load and the fit; the data's read subtracted)."""
     import json
@@ -268,7 +280,7 @@ def _cold_fit(model: str, Xtr, ytr, n_centres: int, gamma: float) -> float | Non
         np.save(yp, np.asarray(ytr).astype(str))
         t0 = time.perf_counter()
         done = subprocess.run([sys.executable, os.path.abspath(__file__), "--cold-child", model, xp, yp,
-                               str(n_centres), repr(gamma)], capture_output=True, text=True)
+                               str(n_centres), repr(gamma), json.dumps(cache)], capture_output=True, text=True)
         wall = time.perf_counter() - t0
     if done.returncode != 0:
         print(f"{model} cold: failed ({done.stderr.strip().splitlines()[-1:]})", file=sys.stderr)
@@ -332,6 +344,9 @@ def main(argv=None) -> None:
     parser.add_argument("--data", nargs="+", choices=("fortunes", "flights"), default=["fortunes", "flights"],
                         help="the data sets to run (default both)")
     parser.add_argument("--no-cold", action="store_true", help="skip the cold fits (a fresh interpreter each)")
+    parser.add_argument("--cache-size", type=float, default=None, metavar="MB",
+                        help="both SVMs' row cache (e.g. 200, LIBSVM's default); default: mercer's plan share, and "
+                             "LIBSVM's cache_size as large")
     args = parse_suite_args(parser, argv)
     args.suite = "sparse_text"
     sets = _data_sets(args)
@@ -339,6 +354,7 @@ def main(argv=None) -> None:
         print("no data: nothing to run", file=sys.stderr)
         return
     n_centres = args.centres or (200 if args.quick else 1000)
+    cache = {"mercer": args.cache_size, "sklearn": args.cache_size or _mercer_cache_mb()}
     rows, infos = [], {}
     for name, Xtr, Xte, ytr, yte, what in sets:
         gamma = GAMMA[name]
@@ -353,10 +369,10 @@ def main(argv=None) -> None:
             order = [m for m in order if m.startswith("mercer")]
         raw = {}
         for model in order:
-            res = run_isolated(_fit_job, model, Xtr, ytr, Xte, yte, n_centres, gamma).result
+            res = run_isolated(_fit_job, model, Xtr, ytr, Xte, yte, n_centres, gamma, cache).result
             res["name"] = model.removeprefix("sklearn-")
             if not args.no_cold and model != "sklearn-linearsvc":
-                res["cold_s"] = _cold_fit(model, Xtr, ytr, n_centres, gamma)
+                res["cold_s"] = _cold_fit(model, Xtr, ytr, n_centres, gamma, cache)
             raw[model] = res
             print(f"{name} {model}: {res['seconds']:.2f} s warm, {res.get('cold_s') or float('nan'):.2f} s cold, "
                   f"accuracy {res['accuracy']:.4f}", file=sys.stderr)
@@ -378,16 +394,19 @@ def main(argv=None) -> None:
           "(imports, compilation or cache load, the fit). peak_MiB: the warm fit's peak RSS over the RSS before it "
           "(a lower bound where the imports peaked higher); model_MiB: the fitted model's arrays; "
           "max_ovo_decision_diff: the pairwise machines' decision values on 200 test rows; diff_predictions: test "
-          "rows predicted differently.\n\n" + markdown_table(rows) +
+          "rows predicted differently. Row cache of the SVMs: "
+          + (f"{args.cache_size:g} MB both (--cache-size)" if args.cache_size else
+             f"mercer's default (its plan's share, {cache['sklearn']:.0f} MB here) and LIBSVM's cache_size as large")
+          + ".\n\n" + markdown_table(rows) +
           f"\n\nMachine: {machine_info()}; load {load_average()}; {git_state()}.\n")
     print(md)
-    write_results(args, {"data": infos, "rows": rows, "load": load_average(), "machine": machine_info(),
+    write_results(args, {"data": infos, "rows": rows, "cache_mb": cache, "load": load_average(), "machine": machine_info(),
                          "git": git_state(), "command": command_line()}, md,
                   title="Sparse data (fortunes TF-IDF, flights one-hot)")
 
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--cold-child"]:
-        _cold_child(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]), float(sys.argv[6]))
+        _cold_child(sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5]), float(sys.argv[6]), json.loads(sys.argv[7]))
     else:
         main()
