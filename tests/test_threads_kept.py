@@ -11,7 +11,7 @@ import textwrap
 import pytest
 
 
-@pytest.mark.parametrize("solver", ["smo", "batched"])
+@pytest.mark.parametrize("solver", ["smo", pytest.param("batched", marks=pytest.mark.slow)])
 def test_a_fit_keeps_the_users_torch_threads(solver):
     code = textwrap.dedent(f"""
         import numpy as np, torch
