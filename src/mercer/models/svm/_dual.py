@@ -27,7 +27,7 @@ from ._batched import solve_batched, working_set_size
 from ._smo import SMOResult, solve_smo
 from ._sparse_rows import SparseKernelRows, supports
 
-__all__ = ["solve_on"]
+__all__ = ["SharedRows", "shared_rows", "solve_on"]
 
 #: Most features at which the SMO loop computes RBF kernel rows itself (see ``_Rows.features``).
 _INLOOP_MAX_FEATURES = 64
@@ -54,12 +54,23 @@ BATCHED_MIN_INLOOP = 50_000
 BATCHED_MIN_BLOCKED = 1_000
 
 
+#: Whether the binary machines of a multi-class fit read their kernel rows from one store
+#: (:class:`SharedRows`, where it fits the plan); benchmarks set False to compare.
+SHARE_ROWS = True
+
+
 def use_batched(n: int, inloop: bool) -> bool:
     """Whether :func:`solve_on` runs the batched working-set solver on a problem of ``n`` samples
     (``inloop``: the SMO loop would compute RBF rows itself, or its rows are sparse products)."""
     if SOLVER != "auto":
         return SOLVER == "batched"
     return n >= (BATCHED_MIN_INLOOP if inloop else BATCHED_MIN_BLOCKED)
+
+
+def _non_finite(owner: str) -> ValueError:
+    return ValueError(f"{owner}: the kernel matrix has non-finite values (NaN or inf) on the training data; the dual "
+                      "coefficients or intercepts would not be finite. The input data may contain large values and "
+                      "need to be preprocessed.")
 
 
 class _Rows:
@@ -99,9 +110,7 @@ class _Rows:
         (reused from call to call: a fresh block of that size is page-faulted in on every call)."""
         block = self._block(idx, out)
         if not np.isfinite(block).all():  # O(rows * n) next to the O(rows * n * d) block
-            raise ValueError(f"{self.owner}: the kernel matrix has non-finite values (NaN or inf) on the training "
-                             "data; the dual coefficients or intercepts would not be finite. The input data may "
-                             "contain large values and need to be preprocessed.")
+            raise _non_finite(self.owner)
         return block
 
     def _block(self, idx: np.ndarray, out: torch.Tensor | None = None) -> np.ndarray:
@@ -110,13 +119,19 @@ class _Rows:
         it = torch.as_tensor(idx, device=self.X.device)
         if self.pre:
             return to_numpy(self.X[it])
+        return to_numpy(self.product(it, out=out))
+
+    def product(self, it: torch.Tensor, cols: slice = slice(None), out: torch.Tensor | None = None) -> torch.Tensor:
+        """Kernel values of samples ``it`` against samples ``cols`` (dense or sparse products, not
+        precomputed), in the data's dtype: the RBF's as ``exp(min(0, 2 g x.z - g|x|^2 - g|z|^2))``."""
         if self.rbf and not is_sparse(self.X):  # sparse rows: the kernel's own sparse product
+            Xc, nc = self.X[cols], self.nrm[cols]
             if out is not None:
-                D = torch.addmm(self.nrm[None, :], self.X[it], self.X.T, alpha=2.0 * self.g, out=out)
+                D = torch.addmm(nc[None, :], self.X[it], Xc.T, alpha=2.0 * self.g, out=out)
             else:
-                D = torch.addmm(self.nrm[None, :], self.X[it], self.X.T, alpha=2.0 * self.g)
-            return to_numpy(D.add_(self.nrm[it][:, None]).clamp_max_(0.0).exp_())
-        return to_numpy(self.kernel(self.X[it], self.X))
+                D = torch.addmm(nc[None, :], self.X[it], Xc.T, alpha=2.0 * self.g)
+            return D.add_(self.nrm[it][:, None]).clamp_max_(0.0).exp_()
+        return self.kernel(self.X[it], self.X[cols])
 
     def reusing(self, m: int):
         """``self`` as a function of ``idx`` alone that computes up to ``m`` dense RBF rows in one
@@ -151,6 +166,107 @@ class _Rows:
         return to_numpy(KernelOperator(self.kernel, self.X[rt], self.X[ct], memory_budget=self.budget).matvec(vt)).astype(np.float64)
 
 
+class SharedRows:
+    """The kernel rows of a multi-class fit's samples, shared by its binary machines.
+
+    A sample's rows in a one-vs-one fit are read by each of its ``k - 1`` machines, each on its own
+    samples; half of every row (the sample against its own class) is the same in all of them. This
+    store holds the float32 kernel matrix of all ``n`` samples, one ``(n, n_c)`` matrix of columns per
+    class ``c`` (samples sorted by class), and fills it one (sample, class) block at a time: the first
+    machine that asks for sample ``s``'s row computes ``s`` against every sample of the machine's
+    classes (blocked products through :class:`_Rows`, in the data's dtype, then rounded to float32
+    as the machines' caches would); every later machine reads what is there and computes only the
+    blocks of classes not yet seen. No block is computed twice, and no block that no machine asks for
+    is computed (at n = 20,000 on Fashion-MNIST the machines ask for a third of the matrix). The rows
+    handed to a machine are its samples' columns gathered from the store (:meth:`view`): the float32
+    values its cache would have held, so the iterates are those of rows computed per machine.
+    """
+
+    def __init__(self, kernel: Kernel, Xt: torch.Tensor, yi: np.ndarray, budget: int, owner: str):
+        self.source = Xt
+        order = np.argsort(yi, kind="stable")  # samples by class, in the order of the data within one
+        self.pos = np.empty(len(yi), dtype=np.int64)
+        self.pos[order] = np.arange(len(yi))
+        counts = np.bincount(yi)
+        self.start = np.concatenate([[0], np.cumsum(counts)])
+        self.cls = np.asarray(yi)
+        self.rows = _Rows(kernel, Xt[torch.as_tensor(order, device=Xt.device)], budget, owner=owner)
+        n = len(yi)
+        # pages are touched as blocks are written: the part of the matrix no machine asks for costs nothing
+        self.K = [torch.empty((n, int(m)), dtype=torch.float32, device=Xt.device) for m in counts]
+        self.done = np.zeros((len(counts), n), dtype=bool)  # done[c, s]: sample s (sorted) against class c
+        self.n = n
+
+    @staticmethod
+    def nbytes(n: int) -> int:
+        """Bytes the store holds for ``n`` samples (its float32 matrix)."""
+        return n * n * CACHE_ITEMSIZE
+
+    def _fill(self, c: int, g: np.ndarray) -> None:
+        """Computes the blocks (sample, class ``c``) of the sorted samples ``g`` not computed yet."""
+        miss = g[~self.done[c, g]]
+        if not len(miss):
+            return
+        miss = np.unique(miss)
+        mt = torch.as_tensor(miss, device=self.rows.X.device)
+        block = self.rows.product(mt, slice(int(self.start[c]), int(self.start[c + 1])))
+        # a finite sum has finite terms (O(1) passes of cheap adds); an infinite one may be an overflow: exact test
+        if not math.isfinite(float(block.sum())) and not bool(torch.isfinite(block).all()):
+            raise _non_finite(self.rows.owner)
+        self.K[c].index_copy_(0, mt, block.to(torch.float32))
+        self.done[c, miss] = True
+
+    def view(self, idx: np.ndarray):
+        """The rows function of the machine on samples ``idx`` (of the fit's data): ``rows(r)`` is
+        ``K[idx[r]][:, idx]``, float32."""
+        P = self.pos[np.asarray(idx, dtype=np.int64)]
+        dev = self.rows.X.device
+        srt = np.argsort(P, kind="stable")
+        perm = None if (np.diff(P) > 0).all() else torch.as_tensor(np.argsort(srt), device=dev)
+        parts = []  # per class of the machine: (class, its columns in K[c], or None for all of them)
+        Ps = P[srt]
+        for c in np.unique(self.cls[idx]):
+            cols = Ps[(Ps >= self.start[c]) & (Ps < self.start[c + 1])] - self.start[c]
+            full = len(cols) == self.start[c + 1] - self.start[c]  # sorted and distinct: every column, in order
+            parts.append((int(c), None if full else torch.as_tensor(cols, device=dev)))
+
+        def rows(r: np.ndarray) -> np.ndarray:
+            g = P[np.asarray(r, dtype=np.int64)]
+            gt = torch.as_tensor(g, device=dev)
+            out = []
+            for c, cols in parts:
+                self._fill(c, g)
+                block = self.K[c].index_select(0, gt)
+                out.append(block if cols is None else block.index_select(1, cols))
+            block = out[0] if len(out) == 1 else torch.cat(out, dim=1)
+            return to_numpy(block if perm is None else block.index_select(1, perm))
+
+        return rows
+
+
+def shared_rows(est, Xt: torch.Tensor, yi: np.ndarray, n_machines: int) -> SharedRows | None:
+    """The :class:`SharedRows` of a fit of ``n_machines`` binary machines on ``Xt`` (labels ``yi``,
+    class indices), or None where rows are not shared: one machine (nothing to share), rows that are
+    not dense blocked products (a precomputed Gram matrix, sparse rows with their compiled path, the
+    RBF rows the SMO loop computes itself at few features), or a store larger than the row cache's
+    share of the plan (or ``cache_size``): then each machine computes its own rows."""
+    n = Xt.shape[0]
+    if not SHARE_ROWS or n_machines < 2 or est.kernel_.is_precomputed or is_sparse(Xt) or Xt.layout != torch.strided:
+        return None
+    if SharedRows.nbytes(n) > _cache_bytes(est):
+        return None
+    probe = _Rows(est.kernel_, Xt, est._budget, owner=type(est).__name__)
+    if probe.sparse_rows is not None or probe.features() is not None:
+        return None
+    return SharedRows(est.kernel_, Xt, yi, est._budget, type(est).__name__)
+
+
+def _cache_bytes(est) -> int:
+    """The row cache's capacity in bytes: LIBSVM's ``cache_size`` (MiB) or the plan's share."""
+    # (a cache_size of 1e308 MiB is inf bytes: capped, never int(inf))
+    return est._plan.share("row cache") if est.cache_size is None else int(min(est.cache_size * MiB, 2.0**62))
+
+
 def solver_tol(est) -> float:
     """``est.tol``, or :data:`TOL_MIN` with a warning when it is smaller (a fit that could not stop)."""
     tol = float(est.tol)
@@ -177,17 +293,24 @@ def solve_on(est, Xt: torch.Tensor, idx: np.ndarray, y: np.ndarray, Cb: np.ndarr
                  owner=type(est).__name__)
     width = 2 * n if pairs else n  # the batched solver's cached row holds one entry per variable
     # The cache's capacity (LIBSVM's cache_size): at least the two rows of the pair being updated.
-    # (a cache_size of 1e308 MiB is inf bytes: capped, never int(inf))
-    cache_bytes = est._plan.share("row cache") if est.cache_size is None else int(min(est.cache_size * MiB, 2.0**62))
+    cache_bytes = _cache_bytes(est)
     rmap = np.concatenate([np.arange(n), np.arange(n)]) if pairs else None
     features = rows.features()
-    if use_batched(n, features is not None or is_sparse(rows.X)):
+    inloop = features is not None or is_sparse(rows.X)
+    batched = use_batched(n, inloop)
+    shared = getattr(est, "_shared_rows", None)
+    if shared is not None and (shared.source is not Xt or (features is not None and not batched)):
+        shared = None  # another data set (never in a fit), or rows the SMO loop computes itself
+    if shared is not None and est.cache_size is None:  # the machine's cache: the share of what the store leaves
+        cache_bytes = est._plan.holding(SharedRows.nbytes(shared.n)).share("row cache")
+    if batched:
         cache_rows = max(2, min(n, cache_bytes // max(1, width * CACHE_ITEMSIZE)))
         q = working_set_size(width, cache_rows)
         # the new rows of a working set in one product, within the batch memory of the SMO's prefetch
         per_call = plan_rows(q, n * (Xt.element_size() + CACHE_ITEMSIZE), budget=est._budget, min_rows=1,
                              max_bytes=SVM_BATCH_BYTES, what="a block of kernel rows")
-        res = solve_batched(rows.reusing(per_call), rows.diag(), y, Cb, q=q, cache_rows=cache_rows,
+        fetch = shared.view(idx) if shared is not None else rows.reusing(per_call)
+        res = solve_batched(fetch, rows.diag(), y, Cb, q=q, cache_rows=cache_rows,
                             cache_dtype=np.float32, tol=solver_tol(est), max_iter=int(est.max_iter), p=p,
                             alpha0=alpha0, rmap=rmap, nu=nu, rows_per_call=per_call, warm_batch=per_call)
         res.index = idx
@@ -196,7 +319,8 @@ def solve_on(est, Xt: torch.Tensor, idx: np.ndarray, y: np.ndarray, Cb: np.ndarr
     cache_rows = max(2, min(n, cache_bytes // max(1, n * CACHE_ITEMSIZE)))
     batch = plan_rows(MAX_BATCH, n * CACHE_ITEMSIZE, budget=est._budget, min_rows=MIN_BATCH,
                       max_bytes=SVM_BATCH_BYTES, what="a batch of kernel rows")
-    res = solve_smo(rows.reusing(batch), rows.diag(), y, Cb, matvec=rows.matvec, cache_rows=cache_rows,
+    fetch = shared.view(idx) if shared is not None else rows.reusing(batch)
+    res = solve_smo(fetch, rows.diag(), y, Cb, matvec=rows.matvec, cache_rows=cache_rows,
                     cache_dtype=np.float32, tol=solver_tol(est), shrinking=bool(est.shrinking),
                     max_iter=int(est.max_iter), batch=batch, features=features, p=p, alpha0=alpha0, rmap=rmap, nu=nu)
     res.index = idx

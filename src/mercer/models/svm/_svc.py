@@ -38,7 +38,7 @@ from .._base import COMPUTE_CONSTRAINTS, KernelEstimatorMixin
 from ._common import (AT_LEAST_ONE, CLASS_WEIGHT_CONSTRAINT, POSITIVE, POSITIVE_OR_INF, SVC_KERNEL_CONSTRAINTS,
                       _class_weights, _contains_sigmoid, _few_threads, _labels, _predict_labels, svc_kernel)
 from ._platt import _sigmoid_train, class_probabilities
-from ._dual import _INLOOP_MAX_FEATURES, _Rows, solve_on  # noqa: F401  (tests read them here)
+from ._dual import _INLOOP_MAX_FEATURES, _Rows, shared_rows, solve_on  # noqa: F401  (tests read them here)
 from ._smo import SMOResult
 
 __all__ = ["KernelSVC"]
@@ -479,29 +479,35 @@ class KernelSVC(_SVCDecisionMixin, KernelEstimatorMixin, ClassifierMixin, BaseEs
         rhos, iters, probs, nonpsd, finite = [], [], [], 0, True
         self.fit_status_ = 0
         gen = _probability_rng(self.random_state)
-        for p, (pos, neg) in enumerate(machines):
-            # LIBSVM orders a pair's samples by class: all of class i, then all of class j.
-            idx = np.concatenate([np.flatnonzero(yi == c) for c in pos + neg]) if self._mode == "ovo" else np.arange(len(yi))
-            idx = idx[Cb[idx] > 0]  # samples of weight <= 0 are left out, of the SMO and the Platt folds (LIBSVM)
-            ybin = np.where(np.isin(yi[idx], pos), 1.0, -1.0)
-            res = self._solve(Xt, idx, ybin, Cb[idx])
-            keep = np.flatnonzero(res.alpha)
-            at = np.asarray(res.index)[keep]
-            a = res.alpha[keep] * np.where(np.isin(yi[at], pos), 1.0, -1.0)
-            finite = finite and bool(np.isfinite(a).all())
-            is_sv[at] = True
-            W[row[at], np.where(yi[at] == pos[0], neg[0] - 1, pos[0]) if compact else p] = a
-            rhos.append(res.rho)
-            iters.append(res.n_iter)
-            nonpsd += res.nonpsd_steps
-            if not res.converged:
-                self.fit_status_ = 1
-                # scikit-learn's wording first (users search for it), then what it means here
-                warnings.warn(f"{owner}: Solver terminated early (max_iter={res.n_iter}).  Consider pre-processing "
-                              "your data with StandardScaler or MinMaxScaler. (SMO stopped before reaching "
-                              f"tol={self.tol}; the solution may be inaccurate.)", ConvergenceWarning, stacklevel=4)
-            if self.probability:
-                probs.append(self._platt(Xt, idx, ybin, Cb[idx], gen))
+        # a sample's kernel rows, computed once for all its machines (None: each machine computes its own)
+        self._shared_rows = shared_rows(self, Xt, yi, len(machines))
+        try:
+            for p, (pos, neg) in enumerate(machines):
+                # LIBSVM orders a pair's samples by class: all of class i, then all of class j.
+                idx = (np.concatenate([np.flatnonzero(yi == c) for c in pos + neg]) if self._mode == "ovo"
+                       else np.arange(len(yi)))
+                idx = idx[Cb[idx] > 0]  # samples of weight <= 0 are left out, of the SMO and the Platt folds (LIBSVM)
+                ybin = np.where(np.isin(yi[idx], pos), 1.0, -1.0)
+                res = self._solve(Xt, idx, ybin, Cb[idx])
+                keep = np.flatnonzero(res.alpha)
+                at = np.asarray(res.index)[keep]
+                a = res.alpha[keep] * np.where(np.isin(yi[at], pos), 1.0, -1.0)
+                finite = finite and bool(np.isfinite(a).all())
+                is_sv[at] = True
+                W[row[at], np.where(yi[at] == pos[0], neg[0] - 1, pos[0]) if compact else p] = a
+                rhos.append(res.rho)
+                iters.append(res.n_iter)
+                nonpsd += res.nonpsd_steps
+                if not res.converged:
+                    self.fit_status_ = 1
+                    # scikit-learn's wording first (users search for it), then what it means here
+                    warnings.warn(f"{owner}: Solver terminated early (max_iter={res.n_iter}).  Consider pre-processing "
+                                  "your data with StandardScaler or MinMaxScaler. (SMO stopped before reaching "
+                                  f"tol={self.tol}; the solution may be inaccurate.)", ConvergenceWarning, stacklevel=4)
+                if self.probability:
+                    probs.append(self._platt(Xt, idx, ybin, Cb[idx], gen))
+        finally:
+            del self._shared_rows  # the store is the fit's scratch, not the model's
         if nonpsd:
             warnings.warn(f"{owner}: the kernel matrix is not positive semi-definite on the training "
                           f"data ({nonpsd} SMO steps met negative curvature and used LIBSVM's tau fix).",
