@@ -78,19 +78,27 @@ def test_shared_rows_give_the_per_machine_model_and_libsvm_support(digits, block
     np.testing.assert_allclose(shared.decision_function(X), ref.decision_function(X), atol=1e-3)
 
 
-def test_each_block_is_computed_once_and_only_when_asked(digits, blocked, monkeypatch):
+@pytest.mark.parametrize("fill_all_from", [2.0, 0.0])
+def test_blocks_computed_once_and_the_whole_matrix_where_machines_ask_for_most(digits, blocked, monkeypatch,
+                                                                                fill_all_from):
+    """Block by block (FILL_ALL_FROM above 1: never the whole matrix), each (sample, class) block is
+    computed once and only when a machine asks; at once (0: after the first machine), every entry.
+    Either way the store holds the kernel and the model is the per-machine rows' model."""
     X, y = digits
-    _, _, spy = _fit_both(KernelSVC, X, y, monkeypatch)
+    monkeypatch.setattr(_dual, "FILL_ALL_FROM", fill_all_from)
+    own, shared, spy = _fit_both(KernelSVC, X, y, monkeypatch)
+    _same_model(own, shared)
     store = spy.stores[0]
     counts = np.bincount(y)
-    # every sample against every class at most once: the blocks filled add up to what `done` marks
     computed = np.zeros(len(counts), dtype=np.int64)
     for c, m in spy.blocks:
         computed[c] += m
-    np.testing.assert_array_equal(computed, store.done.sum(axis=1))
-    assert (computed <= len(y)).all()
-    # and no more than the machines asked for: the store holds less than the whole matrix here
-    assert int((store.done * counts[:, None]).sum()) < len(y) ** 2
+    if fill_all_from > 1:
+        # the blocks filled add up to what `done` marks (none twice), and the machines asked for less than all
+        np.testing.assert_array_equal(computed, store.done.sum(axis=1))
+        assert int((store.done * counts[:, None]).sum()) < len(y) ** 2
+    else:
+        assert store.done.all() and (computed < store.done.sum(axis=1)).all()  # the rest came at once
     # what the store holds is the kernel: its computed entries against a dense reference (float32)
     Xs = X[np.argsort(y, kind="stable")]
     K = np.exp(-(1.0 / (X.shape[1] * X.var())) * ((Xs[:, None, :] - Xs[None, :, :]) ** 2).sum(-1))
@@ -100,10 +108,12 @@ def test_each_block_is_computed_once_and_only_when_asked(digits, blocked, monkey
         np.testing.assert_allclose(store.K[c].numpy()[rows], K[rows, cols], rtol=1e-6, atol=1e-7)
 
 
-def test_weights_ovr_and_probability_read_the_store(digits, blocked, monkeypatch):
+@pytest.mark.parametrize("fill_all_from", [2.0, 0.0])
+def test_weights_ovr_and_probability_read_the_store(digits, blocked, monkeypatch, fill_all_from):
     """Machines on part of a class (zero weights), on every sample in the data's order (one-vs-rest)
     and Platt's cross-validation folds gather their columns from the store."""
     X, y = digits
+    monkeypatch.setattr(_dual, "FILL_ALL_FROM", fill_all_from)
     sw = np.ones(len(y))
     sw[::7] = 0.0
     sw[1::5] = 2.5
