@@ -166,3 +166,25 @@ def test_non_finite_kernel_from_the_store_is_an_error(monkeypatch):
     with pytest.raises(ValueError, match="non-finite"):
         KernelSVC(kernel="poly", degree=3, gamma=1.0).fit(X, y)
     assert spy.stores and not spy.blocks  # the store's check, before any block is kept
+
+
+def test_a_cache_size_bounds_the_store_and_the_machines_caches_together(digits, blocked, monkeypatch):
+    """With ``cache_size`` given, the store and a machine's own cache share it: the machines' caches
+    hold what the store leaves (at least the two rows of a pair), not ``cache_size`` again."""
+    X, y = digits
+    store_mib = _dual.SharedRows.nbytes(len(y)) / 2**20
+    seen = []
+    solve = _dual.solve_smo
+
+    def spy(*a, cache_rows, **k):
+        seen.append(cache_rows)
+        return solve(*a, cache_rows=cache_rows, **k)
+
+    monkeypatch.setattr(_dual, "solve_smo", spy)
+    monkeypatch.setattr(_dual, "SOLVER", "smo")
+    est = KernelSVC(cache_size=store_mib + 0.1).fit(X, y)  # room for the store and ~0.1 MiB of rows
+    capacity = list(seen)
+    ref = KernelSVC().fit(X, y)
+    assert capacity and max(capacity) <= 0.1 * 2**20 / (4 * 150)  # float32 rows of a machine's 150-190 samples
+    assert max(seen[len(capacity):]) > max(capacity)  # the default: every row of a machine
+    np.testing.assert_array_equal(est.support_, ref.support_)

@@ -342,8 +342,10 @@ def solve_on(est, Xt: torch.Tensor, idx: np.ndarray, y: np.ndarray, Cb: np.ndarr
     shared = getattr(est, "_shared_rows", None)
     if shared is not None and (shared.source is not Xt or (features is not None and not batched)):
         shared = None  # another data set (never in a fit), or rows the SMO loop computes itself
-    if shared is not None and est.cache_size is None:  # the machine's cache: the share of what the store leaves
-        cache_bytes = est._plan.holding(SharedRows.nbytes(shared.n)).share("row cache")
+    if shared is not None:  # the machine's cache: what the store leaves (a user's cache_size bounds both together)
+        store = SharedRows.nbytes(shared.n)
+        cache_bytes = (est._plan.holding(store).share("row cache") if est.cache_size is None
+                       else max(0, cache_bytes - store))
     if batched:
         cache_rows = max(2, min(n, cache_bytes // max(1, width * CACHE_ITEMSIZE)))
         q = working_set_size(width, cache_rows)
