@@ -299,9 +299,9 @@ print(json.dumps({"read": t1 - t0, "cold": time.perf_counter() - t1}))
 """
 
 
-def _mercer_cold(X, y) -> float | None:
-    """KernelSVC's cold fit: a fresh interpreter from its first line through the fit (imports, numba's
-    compiled code loaded, the fit), the reading of X and y excluded."""
+def _run_script(python: str, script: str, X, y, *args: str, what: str) -> dict | None:
+    """``script`` run by ``python`` in a fresh interpreter on ``X``, ``y`` (saved as .npy; the script
+    gets their paths, then ``args``); the JSON object its last line prints, None (reported) on failure."""
     import json
     import subprocess
     import tempfile
@@ -311,12 +311,19 @@ def _mercer_cold(X, y) -> float | None:
         np.save(xp, X)
         np.save(yp, y)
         with open(sp, "w") as fh:
-            fh.write(_MERCER_COLD_SCRIPT)
-        done = subprocess.run([sys.executable, sp, xp, yp], capture_output=True, text=True)
+            fh.write(script)
+        done = subprocess.run([python, sp, xp, yp, *args], capture_output=True, text=True)
     if done.returncode != 0:
-        print(f"skipped: mercer cold fit ({done.stderr.strip().splitlines()[-1:]})", file=sys.stderr)
+        print(f"skipped: {what} ({done.stderr.strip().splitlines()[-1:] or done.returncode})", file=sys.stderr)
         return None
-    return float(json.loads(done.stdout.strip().splitlines()[-1])["cold"])
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _mercer_cold(X, y) -> float | None:
+    """KernelSVC's cold fit: a fresh interpreter from its first line through the fit (imports, numba's
+    compiled code loaded, the fit), the reading of X and y excluded."""
+    out = _run_script(sys.executable, _MERCER_COLD_SCRIPT, X, y, what="mercer cold fit")
+    return None if out is None else float(out["cold"])
 
 
 def _onedal_python(args) -> str | None:
@@ -326,24 +333,11 @@ def _onedal_python(args) -> str | None:
 
 def _onedal_fit(python: str, X, y, cache_mb: float, cls: str = "SVC", params: dict | None = None) -> dict:
     """oneDAL's ``sklearnex.svm.<cls>(**params)`` (default: RBF SVC, C = 1, gamma = 'scale') in its own
-    interpreter: the first fit of a fresh process (cold), then a second (warm)."""
+    interpreter: the first fit of a fresh process (cold), then a second (warm); {} on failure."""
     import json
-    import subprocess
-    import tempfile
 
-    with tempfile.TemporaryDirectory() as tmp:
-        xp, yp, sp = (os.path.join(tmp, f) for f in ("X.npy", "y.npy", "run.py"))
-        np.save(xp, X)
-        np.save(yp, y)
-        with open(sp, "w") as fh:
-            fh.write(_ONEDAL_SCRIPT)
-        done = subprocess.run([python, sp, xp, yp, str(cache_mb), cls,
-                               json.dumps(params if params is not None else {"C": 1.0, "gamma": "scale"})],
-                              capture_output=True, text=True)
-    if done.returncode != 0:
-        print(f"skipped: oneDAL fit ({done.stderr.strip().splitlines()[-1:] or done.returncode})", file=sys.stderr)
-        return {}
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    params = params if params is not None else {"C": 1.0, "gamma": "scale"}
+    return _run_script(python, _ONEDAL_SCRIPT, X, y, str(cache_mb), cls, json.dumps(params), what="oneDAL fit") or {}
 
 
 def _solver_data(name: str, n: int):

@@ -56,10 +56,7 @@ BATCHED_MIN_BLOCKED = 1_000
 
 #: Where the first machine of a fit sharing rows asked for rows covering at least this fraction of
 #: its own kernel matrix, :class:`SharedRows` computes the whole matrix at once (half of it, in large
-#: products) instead of block by block. Fashion-MNIST, RBF: the first machine asks for 0.49 of its
-#: matrix at n = 5,000 (the machines together 0.76 of the whole; at once: fit 0.64x the per-machine
-#: rows' time, block by block 0.93x) and 0.28 at n = 20,000 (together 0.34; at once 1.09x, block by
-#: block 0.85x), loaded machine, same process.
+#: products) instead of block by block (set on Fashion-MNIST: benchmarks/results/svm/history/shared-rows.md).
 FILL_ALL_FROM = 0.4
 #: Whether the binary machines of a multi-class fit read their kernel rows from one store
 #: (:class:`SharedRows`, where it fits the plan); benchmarks set False to compare.
@@ -91,7 +88,7 @@ class _Rows:
         self.rbf = type(kernel) is RBF and not kernel.is_ard  # per-feature gammas: the generic path
         # sparse rows: the common kernels' rows in one compiled call (no dispatch per call)
         self.sparse_rows = SparseKernelRows(kernel, self.X) if not self.pre and supports(kernel, self.X) else None
-        if self.rbf:
+        if self.rbf and self.sparse_rows is None:
             self.g = float(kernel.gamma if kernel.gamma is not None else 1.0 / Xs.shape[1])
             self.nrm = row_sq_norms(Xs).mul_(-self.g)
 

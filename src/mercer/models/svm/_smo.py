@@ -1015,10 +1015,8 @@ def solve_smo(rows: Callable[[np.ndarray], np.ndarray], diag: np.ndarray, y: np.
             continue
         if code == _NEED_ROW:
             # the likely next rows come along while the cache has free slots; once it is full each
-            # one evicts a cached row, and where the cache cannot hold the rows in play the
-            # prefetched rows evicted each other: 68 rows computed an iteration (flights one-hot,
-            # 6,000 rows, cache_size 18 MB: 609,536 rows for 8,918 iterations; the missing row
-            # alone: 17,072)
+            # would evict a cached row, and where the cache cannot hold the rows in play prefetched
+            # rows evict each other (docs/user_guide/svm.md): then the missing row alone
             idx = _rows_to_fetch(d, c.slot_of, int(d.need[0]), batch if d.st[_S_USED] < n_slots else 1)
             c.store(idx, rows(idx), int(d.need[1]), d.st)
         elif code == _RECONSTRUCT:

@@ -1,11 +1,10 @@
 """Kernel rows of sparse training rows for the SVM solvers, in one compiled loop.
 
 The SMO asks for a few kernel rows at a time: the missing row and, while the cache has room, the
-top violators. Through the kernel classes, a call on sparse rows pays about 0.5 ms of Python and
-torch dispatch: the rows gathered into new sparse rows, a product block allocated, and five
-element-wise passes. The arithmetic is about 25 µs a row on 4,000 one-hot rows. When the row cache
-cannot hold every row (n above ~37,000 with the default plan, or a ``cache_size`` like LIBSVM's),
-a fit makes tens of thousands of calls, and the dispatch was the fit.
+top violators. Through the kernel classes each call on sparse rows pays Python and torch dispatch
+(the rows gathered into new sparse rows, a product block allocated, element-wise passes) that costs
+more than the rows' arithmetic; where the row cache cannot hold every row, a fit makes a call for
+nearly every iteration.
 
 :class:`SparseKernelRows` holds a machine's rows by column (made once) and their squared norms.
 A call computes ``K[idx, :]`` in one compiled loop: each row's inner products through the columns
