@@ -7,7 +7,7 @@ without touching memory). The default suite runs one estimator per way through t
 rows, the exact Gram, Nyström centres, random features, k-means, neighbours, KPCA, the learned
 Nyström ridge) and NystroemKernelRidge streamed from the same rows in a scipy ``.npz`` file;
 ``-m slow`` runs every registered estimator whose tags accept sparse input, and those that stream
-their fit (with KMeans, which reads the file whole as CSR) from the file too.
+their fit (KMeans among them: block by block as sparse rows) from the file too.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ BUDGET = 512 << 20
 QUICK = ("KernelSVC", "KernelRidge", "NystroemKernelRidgeClassifier", "RandomFeatureRidge", "KMeans",
          "KernelKNeighborsClassifier", "KernelPCA", "Nystroem", "NystroemKernelRidge (npz)", "NystroemKernelRidgeCV")
 #: the estimators that stream their fit, fitted from the same rows in a scipy .npz file too (a
-#: sparse source: blocks read as CSR; KMeans reads it whole as CSR); cells named "<name> (npz)"
+#: sparse source: blocks read as CSR); cells named "<name> (npz)"
 FROM_FILE = ("NystroemKernelRidge", "NystroemKernelRidgeClassifier", "RandomFeatureRidge", "ApproximateKernelPCA",
              "KMeans", "KernelKMeans", "Nystroem", "LandmarkFeatures", "RandomFourierFeatures", "TensorSketch",
              "RandomMaclaurin", "NystroemKernelRidgeCV", "NystroemKernelRidgeClassifierCV")

@@ -243,8 +243,8 @@ def test_approximate_kernel_pca(kind, approximation, stored, data):
 
 @pytest.mark.parametrize("kind,init", [("npz", "k-means++"), ("parquet", "random")])
 def test_kmeans(kind, init, stored, data):
-    """A sparse source is read into memory as CSR (its entries within the budget) and clustered as
-    scikit-learn's sparse k-means does."""
+    """A sparse source is streamed block by block as sparse rows and clustered as the CSR in memory
+    (tests/test_kmeans_sparse_streamed.py: never read whole, scikit-learn's sparse k-means)."""
     est = KMeans(3, init=init, random_state=0, memory_budget=WIDE_BUDGET)
     ref, got = _check(kind, stored, data, est)
     np.testing.assert_array_equal(got.labels_, ref.labels_)

@@ -14,6 +14,14 @@ in-memory one on the same data (the same seeds, labels and centres up to round-o
   cluster (rare) costs one more pass, to find the points farthest from their centre;
 * a final pass gives the labels and the inertia.
 
+Sparse sources (CSR blocks, read as :class:`~mercer._sparse.SparseRows`) take the same passes
+without centring (centred rows would be dense), as the in-memory sparse fit and scikit-learn do:
+the distances are ``||x||^2 - 2 x.c + ||c||^2`` by sparse x dense products (sparse x sparse for the
+k-means++ candidates, which are rows of the data), the exact distance to a point's own centre by
+:func:`~mercer.kmeans._passes.sparse_sq_to`, the cluster sums by adding the stored entries into
+their rows; the blocks are planned from the stored entries (:func:`~mercer._sparse.plan_features`),
+the centres are dense ``(k, d)``.
+
 Memory: the centres, one block, and the O(n) labels (an output), closest distances and the
 candidates' distances (seeding, ``n x (2 + log k)``).
 """
@@ -29,9 +37,10 @@ import torch
 from .. import _random as _rnd
 from .._backend import row_sq_norms
 from .._progress import task
+from .._sparse import is_sparse, plan_features
 from ..linalg import ExecutionPlan, plan_rows, source_rows, tensor_blocks
 from ._lloyd import KMeansResult, warn_distinct
-from ._passes import block_rows
+from ._passes import _neg2_dot_plus, block_rows, sparse_sq_to
 from ._seeding import seed_indices
 
 __all__ = ["kmeans_streamed"]
@@ -40,25 +49,43 @@ log = logging.getLogger(__name__)
 
 
 class _CentredBlocks:
-    """Passes over the centred rows of a source: ``(rows, Xc, |Xc|^2)`` per block."""
+    """Passes over the centred rows of a source: ``(rows, Xc, |Xc|^2)`` per block. A sparse source's
+    rows are not centred (``mean`` is zero): its blocks are :class:`~mercer._sparse.SparseRows`."""
 
     def __init__(self, source, mean, rows: int, dtype, device):
         self.source, self.mean, self.rows, self.dtype, self.device = source, mean, rows, dtype, device
         self.n = source.n_samples
+        self.sparse = bool(source.sparse)
 
     def passes(self, desc: str):
         for r, Xb in tensor_blocks(self.source, self.rows, dtype=self.dtype, device=self.device, desc=desc):
-            Xc = Xb.sub_(self.mean)
+            Xc = Xb if self.sparse else Xb.sub_(self.mean)
             yield r, Xc, row_sq_norms(Xc)
 
-    def take(self, idx) -> torch.Tensor:
-        return source_rows(self.source, idx, dtype=self.dtype, device=self.device) - self.mean
+    def take(self, idx):
+        """Rows ``idx``, centred (sparse rows for a sparse source)."""
+        rows = source_rows(self.source, idx, dtype=self.dtype, device=self.device)
+        return rows if self.sparse else rows - self.mean
+
+    def take_dense(self, idx) -> torch.Tensor:
+        """Rows ``idx``, centred, as a dense tensor (``len(idx) x d``: seeds, re-seeded centres)."""
+        rows = self.take(idx)
+        return rows.to_dense() if self.sparse else rows
 
 
 def _moments(source, rows: int, dtype, device):
-    """The mean (in ``dtype``) and the mean per-feature variance of the centred data (float64)."""
+    """The mean (in ``dtype``) and the mean per-feature variance of the centred data (float64).
+    A sparse source: a zero mean (its rows are not centred) and the variance of the in-memory sparse
+    fit, ``(sum |x|^2 - |1^T X|^2 / n) / (n d)`` in one pass."""
     n = source.n_samples
     total = torch.zeros(source.n_features, dtype=torch.float64, device=device)
+    if source.sparse:
+        sq = torch.zeros((), dtype=torch.float64, device=device)
+        for _, Xb in tensor_blocks(source, rows, dtype=dtype, device=device, desc="k-means: moments"):
+            total += Xb.col_sums().to(torch.float64)
+            sq += Xb.row_sq_norms().sum(dtype=torch.float64)
+        var = (sq - (total ** 2).sum() / n) / (n * source.n_features)
+        return torch.zeros(source.n_features, dtype=dtype, device=device), float(var)
     for _, Xb in tensor_blocks(source, rows, dtype=dtype, device=device, desc="k-means: mean"):
         total += Xb.sum(0, dtype=torch.float64)
     mean = (total / n).to(dtype)
@@ -73,8 +100,25 @@ def _moments(source, rows: int, dtype, device):
 
 
 def _dist(Xc, x_sq, C, c_sq):
-    """``(rows, len(C))`` squared distances, as the in-memory oracle computes them."""
+    """``(rows, len(C))`` squared distances, as the in-memory oracle computes them (sparse rows
+    against sparse candidate rows: their sparse products)."""
+    if is_sparse(Xc):
+        return Xc.dot_block(C).mul_(-2.0).add_(x_sq[:, None]).add_(c_sq[None, :])
     return torch.addmm(x_sq[:, None] + c_sq[None, :], Xc, C.T, alpha=-2.0)
+
+
+def _own_sq(Xc, C, lab):
+    """``||x_i - c_{lab_i}||^2`` of a block, by subtraction (sparse rows: over their stored entries)."""
+    return sparse_sq_to(Xc, C, lab) if is_sparse(Xc) else ((Xc - C[lab]) ** 2).sum(1)
+
+
+def _add_sums(sums, Xc, lab, ws):
+    """``sums[lab_i] += w_i x_i`` for the rows of a block (sparse rows: their stored entries)."""
+    if is_sparse(Xc):
+        c = (Xc if ws is None else Xc.scale_rows(ws)).compact()
+        sums.view(-1).index_add_(0, lab[c._row_ids()] * sums.shape[1] + c.indices, c.data)
+    else:
+        sums.index_put_((lab,), Xc if ws is None else Xc * ws[:, None], accumulate=True)
 
 
 def _plusplus(data: _CentredBlocks, k: int, generator, w, n_local_trials):
@@ -112,7 +156,7 @@ def _farthest(data: _CentredBlocks, C, labels, count: int):
     """Indices of the ``count`` points farthest from their centre (a pass: running top-``count``)."""
     vals = idx = None
     for s, Xc, _ in data.passes("k-means: empty clusters"):
-        d = ((Xc - C[labels[s]]) ** 2).sum(1)
+        d = _own_sq(Xc, C, labels[s])
         top = torch.topk(d, min(count, d.numel()))
         v, i = top.values, top.indices + s.start
         vals, idx = (v, i) if vals is None else (torch.cat([vals, v]), torch.cat([idx, i]))
@@ -131,14 +175,14 @@ def _lloyd_pass(data: _CentredBlocks, C, labels, w, report):
     Ct = C.T.contiguous()
     changed, inertia = False, 0.0
     for s, Xc, _ in data.passes("Lloyd (k-means)"):
-        lab = torch.min(torch.addmm(c_sq, Xc, Ct, alpha=-2.0), dim=1).indices
+        lab = torch.min(_neg2_dot_plus(c_sq, Xc, Ct), dim=1).indices
         changed = changed or not torch.equal(lab, labels[s])
         labels[s] = lab
         ws = None if w is None else w[s]
         if report is not None:
-            mind = ((Xc - C[lab]) ** 2).sum(1)
+            mind = _own_sq(Xc, C, lab)
             inertia += float(mind.sum() if ws is None else (mind * ws).sum())
-        sums.index_put_((lab,), Xc if ws is None else Xc * ws[:, None], accumulate=True)
+        _add_sums(sums, Xc, lab, ws)
         counts += torch.bincount(lab, weights=ws, minlength=k).to(torch.float64)
     return sums, counts.to(C.dtype), changed, inertia
 
@@ -148,7 +192,7 @@ def _update(data, C, labels, sums, counts, w):
     empty = torch.nonzero(counts == 0)[:, 0]
     if empty.numel():
         far = _farthest(data, C, labels, empty.numel())
-        rows = data.take(far)
+        rows = data.take_dense(far)
         for j, (e, f) in enumerate(zip(empty.tolist(), far.tolist())):
             wf = 1.0 if w is None else w[f]
             sums[labels[f]] -= rows[j] * wf
@@ -181,11 +225,12 @@ def _lloyd(data: _CentredBlocks, C, *, w, max_iter: int, tol: float, report) -> 
             break
     bar.close()
     c_sq = (C * C).sum(1)[None, :]
+    Ct = C.T.contiguous()
     inertia = 0.0
     for s, Xc, _ in data.passes("k-means: labels"):
-        lab = torch.min(torch.addmm(c_sq, Xc, C.T, alpha=-2.0), dim=1).indices
+        lab = torch.min(_neg2_dot_plus(c_sq, Xc, Ct), dim=1).indices
         labels[s] = lab
-        mind = ((Xc - C[lab]) ** 2).sum(1)
+        mind = _own_sq(Xc, C, lab)
         inertia += float(mind.sum() if w is None else (mind * w[s]).sum())
     return KMeansResult(C, labels, inertia, it, strict)
 
@@ -200,10 +245,18 @@ def kmeans_streamed(source, n_clusters: int, *, memory_budget: int, dtype: torch
     n, d, k = source.n_samples, source.n_features, n_clusters
     item = torch.finfo(dtype).bits // 8
     trials = 2 + int(math.log(k)) if n_local_trials is None else n_local_trials
+    dp = plan_features(source)  # a sparse source: the stored entries of an average row, not d
+    plan, fixed = ExecutionPlan.resolve(memory_budget), 2 * k * d * item
+    if source.sparse:  # the dense (k, d) centres and their sums are held throughout; the blocks share the rest
+        plan = plan.holding(fixed, what=f"{owner}: k-means on sparse rows keeps its {k} centres dense ({k} x {d}, "
+                                        "with their running sums); that",
+                            remedy="Use fewer clusters or a larger memory_budget; for Nystrom centres, "
+                                   "centers='kmeans++' or 'uniform' keep them as sparse rows of X.")
+        fixed = 0
     # a block holds the read rows, their centred copy and temporaries (3 d), its distances (k or trials)
-    rows = min(block_rows(n, max(k, trials), d, itemsize=item, budget=memory_budget),
-               plan_rows(n, (3 * d + max(k, trials) + 4) * item, budget=ExecutionPlan.resolve(memory_budget).share("streamed rows"),
-                         fixed_bytes=2 * k * d * item, what=f"{owner}'s block of streamed rows"))
+    rows = min(block_rows(n, max(k, trials), dp, itemsize=item, budget=plan.budget),
+               plan_rows(n, (3 * dp + max(k, trials) + 4) * item, budget=plan.share("streamed rows"),
+                         fixed_bytes=fixed, what=f"{owner}'s block of streamed rows"))
     mean, variance = _moments(source, rows, dtype, device)
     data = _CentredBlocks(source, mean, rows, dtype, device)
     tol_abs = variance * tol if tol else 0.0
@@ -212,7 +265,7 @@ def kmeans_streamed(source, n_clusters: int, *, memory_budget: int, dtype: torch
         if isinstance(init, str):
             idx = _plusplus(data, k, generator, sample_weight, n_local_trials) if init == "k-means++" else \
                 seed_indices(init, n, k, None, generator, rows=rows, sample_weight=sample_weight)
-            C0 = data.take(idx)
+            C0 = data.take_dense(idx)
         else:
             C0 = init - mean
         if report is not None:

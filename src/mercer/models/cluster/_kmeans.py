@@ -93,12 +93,15 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ke
 
     Notes
     -----
-    Streamed data (:mod:`mercer.sources`: a ``.npy`` / Parquet path, a memmap, a Dask collection)
-    is read block by block, and the fit equals the in-memory one (same seeds, labels and centres up
-    to round-off): each Lloyd iteration is one pass over the data, and k-means++ stays exact at one
-    pass per centre (``n_clusters`` passes per run; ``init="random"`` or an array reads only the
-    seeds). A callable ``init`` takes the data in memory: they are read whole, if they fit
-    ``memory_budget``. See :func:`mercer.kmeans.kmeans_streamed`.
+    Streamed data (:mod:`mercer.sources`: a ``.npy`` / ``.npz`` / Parquet path, a memmap, a Dask
+    collection, dense or sparse rows) is read block by block, and the fit equals the in-memory one
+    (same seeds, labels and centres up to round-off): each Lloyd iteration is one pass over the
+    data, and k-means++ stays exact at one pass per centre (``n_clusters`` passes per run;
+    ``init="random"`` or an array reads only the seeds). Sparse rows are never densified: their
+    blocks are planned from the stored entries, the distances are sparse x dense products, and only
+    the ``(n_clusters, n_features)`` centres are dense. A callable ``init`` takes the data in
+    memory: they are read whole, if they fit ``memory_budget``. See
+    :func:`mercer.kmeans.kmeans_streamed`.
 
     Empty clusters are re-seeded with the points farthest from their current centre (scikit-learn's
     rule). When X has fewer distinct points than ``n_clusters`` a ``ConvergenceWarning`` is issued.
@@ -143,8 +146,7 @@ class KMeans(ClassNamePrefixFeaturesOutMixin, TransformerMixin, ClusterMixin, Ke
         Xv = self._validate_X(X, reset=True)
         if isinstance(Xv, RowSource) and callable(self.init):  # init(X, ...) takes the data in memory
             Xv = self._source_in_memory(Xv)
-        elif isinstance(Xv, RowSource) and Xv.sparse:  # sparse rows: read as CSR (its entries must fit the budget)
-            Xv = self._validate_X(self._source_in_memory(Xv), reset=True)
+            Xv = self._validate_X(Xv, reset=True) if sp.issparse(Xv) else Xv
         n, d = Xv.shape
         if self.n_clusters > n:  # mercer's wording, then scikit-learn's (users and its tests search for it)
             raise ValueError(f"The 'n_clusters' parameter of {owner} must be at most n_samples = {n}. Got "
