@@ -7,6 +7,12 @@ Every function draws on ``ax`` (default: a new figure's axes) and returns the Ax
 >>> from mercer import plotting                                  # doctest: +SKIP
 >>> ax = plotting.decision_regions(model, X, y)                   # doctest: +SKIP
 >>> ax.figure.savefig("regions.png")                              # doctest: +SKIP
+
+Sparse ``X`` (scipy sparse matrices) is never densified, except rows of two features: the embedding
+is the kernel PCA of the sparse rows, :func:`clusters` projects them on their first two principal
+components (from sparse products), :func:`approximation_errors` computes the Gram matrix on them;
+:func:`decision_regions` of more than two sparse features is refused (the grid's pre-images would
+be dense rows).
 """
 
 from __future__ import annotations
@@ -14,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+import scipy.sparse as sp
 from sklearn.base import clone, is_classifier
 
 from .approx import Nystroem, RandomFourierFeatures
@@ -50,8 +57,42 @@ def _name(est) -> str:
 
 
 def _array(X) -> np.ndarray:
+    """``X`` as a numpy array (a tensor copied to the host); a scipy sparse matrix as CSR, as it is."""
+    if sp.issparse(X):
+        return sp.csr_matrix(X)
     X = X.detach().cpu().numpy() if hasattr(X, "detach") else X
     return np.asarray(X)
+
+
+def _principal_plane(X):
+    """``(Z, project)``: the rows of ``X`` on their first two principal components, and the map
+    of other points (rows of ``X``'s width) onto that plane. Sparse ``X`` is never densified: the
+    components come from ARPACK's truncated SVD of the centred rows as a linear operator
+    (``X v - (mean . v)`` and ``X^T u - mean (1^T u)``: sparse products), so the memory is the
+    rows themselves and a few vectors of length ``n`` and ``d``."""
+    mean = np.asarray(X.mean(0), dtype=np.float64).ravel()
+    if not sp.issparse(X):
+        _, _, Vt = np.linalg.svd(X - mean, full_matrices=False)
+        V = Vt[:2].T
+        return (X - mean) @ V, (lambda A: (np.asarray(A, dtype=np.float64) - mean) @ V)
+    from scipy.sparse.linalg import LinearOperator, svds
+
+    n, d = X.shape
+
+    def mv(v):
+        v = np.asarray(v, dtype=np.float64).reshape(d, -1)
+        return X @ v - mean @ v
+
+    def rmv(u):
+        u = np.asarray(u, dtype=np.float64).reshape(n, -1)
+        return X.T @ u - np.outer(mean, u.sum(0))
+
+    if min(n, d) <= 2:  # ARPACK needs k < min(n, d); two rows (or two features) are small dense
+        return _principal_plane(X.toarray())
+    op = LinearOperator((n, d), matvec=mv, rmatvec=rmv, matmat=mv, rmatmat=rmv, dtype=np.float64)
+    _, s, Vt = svds(op, k=2, random_state=0)
+    V = Vt[np.argsort(s)[::-1]].T  # (d, 2), the larger component first
+    return mv(V), (lambda A: (A @ V if sp.issparse(A) else np.asarray(A, dtype=np.float64) @ V) - mean @ V)
 
 
 def _grid(Z: np.ndarray, resolution: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -91,7 +132,11 @@ def decision_regions(estimator, X, y=None, *, ax=None, resolution: int = 150, pr
         Colours of the samples (default: the predicted labels).
     """
     ax = _axes(ax)
-    X_in, X = X, np.asarray(_array(X), dtype=np.float64)
+    X_in, X = X, _array(X)
+    if sp.issparse(X) and X.shape[1] > 2:
+        raise ValueError(f"decision_regions needs dense X or sparse X of 2 features: the plane of {X.shape[1]} "
+                         "sparse features would be drawn from dense pre-images; plot the embedding instead.")
+    X = np.asarray(X.toarray() if sp.issparse(X) else X, dtype=np.float64)
     if X.ndim != 2 or X.shape[1] < 2:
         raise ValueError(f"decision_regions needs X of shape (n, d) with d >= 2; got shape {X.shape}.")
     if X.shape[1] == 2:
@@ -202,7 +247,8 @@ def approximation_errors(X, kernel="rbf", n_components: Sequence[int] = (10, 20,
     (random Fourier features, stationary kernels) and ``"nystroem"``; ``kernel_args`` (``gamma``,
     ...) go to both. Returns ``{method: ndarray of errors, one per entry of n_components}``.
     """
-    X = np.asarray(_array(X), dtype=np.float64)
+    X = _array(X)
+    X = X.astype(np.float64) if sp.issparse(X) else np.asarray(X, dtype=np.float64)
     makers = {"rff": RandomFourierFeatures, "nystroem": Nystroem}
     unknown = [m for m in methods if m not in makers]
     if unknown:
@@ -223,9 +269,14 @@ def approximation_errors(X, kernel="rbf", n_components: Sequence[int] = (10, 20,
 
 
 def _tensor_like(X: np.ndarray):
+    """``X`` as the kernels take it: a tensor (a copy: X may be read-only), or sparse rows."""
     import torch
 
-    return torch.tensor(X)  # a copy: X may be read-only
+    if sp.issparse(X):
+        from ._sparse import as_sparse_rows
+
+        return as_sparse_rows(X, dtype=torch.float64)
+    return torch.tensor(X)
 
 
 def approximation_error(X, kernel="rbf", n_components: Sequence[int] = (10, 20, 50, 100, 200), *,
@@ -275,19 +326,19 @@ def cg_convergence(source, *, tol: float | None = None, ax=None, label=None):
 def clusters(estimator, X, *, ax=None, cmap="tab10"):
     """The samples coloured by the fitted clustering's ``labels_`` (or ``predict(X)``), with
     ``cluster_centers_`` when the estimator has them; ``d > 2`` is shown on the first two
-    principal components."""
+    principal components (of sparse rows: by sparse products, never densified)."""
     ax = _axes(ax)
     X = _array(X)
     labels = _array(estimator.labels_) if hasattr(estimator, "labels_") else _array(estimator.predict(X))
-    if len(labels) != len(X):
+    if len(labels) != X.shape[0]:
         labels = _array(estimator.predict(X))
     centres = getattr(estimator, "cluster_centers_", None)
     centres = None if centres is None else _array(centres)
     if X.shape[1] > 2:
-        mean = X.mean(0)
-        _, _, Vt = np.linalg.svd(X - mean, full_matrices=False)
-        X = (X - mean) @ Vt[:2].T
-        centres = None if centres is None else (centres - mean) @ Vt[:2].T
+        X, project = _principal_plane(X)
+        centres = None if centres is None else project(centres)
+    elif sp.issparse(X):  # two features
+        X = X.toarray()
     ax.scatter(X[:, 0], X[:, 1], c=labels, cmap=cmap, s=12)
     if centres is not None:
         ax.scatter(centres[:, 0], centres[:, 1], marker="X", s=120, c="k", label="centres")

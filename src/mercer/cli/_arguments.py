@@ -182,8 +182,10 @@ def add_demo_arguments(p) -> None:
 
 def add_plot_arguments(p) -> None:
     p.add_argument("kind", choices=sorted(KINDS), help="; ".join(f"{k}: {v[2]}" for k, v in KINDS.items()))
-    p.add_argument("--data", required=True, metavar="FILE", help="data: .csv, .tsv, .npy or .parquet")
-    p.add_argument("--target", metavar="COL", help="target / label column (a name or a 0-based index)")
+    p.add_argument("--data", required=True, metavar="FILE", help="data: .csv, .tsv, .npy or .parquet; sparse rows: "
+                   ".npz or the sparse Parquet layout")
+    p.add_argument("--target", metavar="COL", help="target / label column (a name or a 0-based index); for .npz "
+                   "data, a .npy file of one target per row")
     p.add_argument("--model", metavar="MODEL",
                    help="a file written by 'mercer fit' (regions, predicted, learning-curve)")
     p.add_argument("--kernel", default="rbf", metavar="SPEC", help="kernel for embedding, approximation and "
