@@ -244,3 +244,34 @@ def test_both_passes_report_their_blocks_and_stop_between_them(data, stage):
         st = kernel_statistics(lk.at, theta, Z, X, Y, memory_budget=BUDGET, desc="probe")
         torch.autograd.grad(st.gram.sum() + st.rhs.sum(), theta)
     assert seen[-1] == (f"probe: {stage}", seen[-1][1]) and seen[-1][1] < N
+
+
+@pytest.mark.parametrize("alpha", [0.7, 1e-6])
+@pytest.mark.parametrize("extra", [0.0, 1.0])
+def test_gcv_gradient_written_out_equals_autograd_through_the_factorisation(alpha, extra):
+    """nystroem_gcv's backward (written out) against autograd through Cholesky and the solves, also
+    where alpha is small and H = A + alpha K_MM ill-conditioned (as learned on bike: alpha / n ~ 1e-11)."""
+    from mercer.models._hyperopt import chol_with_jitter
+    from mercer.models.ridge._nystroem_cv import _GCV
+
+    g = torch.Generator().manual_seed(1)
+    n, m, t = 400, 25, 2
+    F = torch.randn(n, m, generator=g, dtype=torch.float64)
+    Y = torch.randn(n, t, generator=g, dtype=torch.float64)
+    R = torch.randn(m, m, generator=g, dtype=torch.float64)
+    leaves = [(F.T @ F), F.T @ Y, (Y * Y).sum(0), R @ R.T / m + 0.1 * torch.eye(m, dtype=torch.float64),
+              torch.tensor(alpha, dtype=torch.float64)]
+    leaves = [x.clone().requires_grad_() for x in leaves]
+    A, b, yy, K, a = leaves
+    n_w = torch.tensor(float(n), dtype=torch.float64)
+
+    H = A + a * K
+    L = chol_with_jitter(0.5 * (H + H.mT))
+    beta = torch.cholesky_solve(b, L)
+    rss = yy - 2.0 * (beta * b).sum(0) + (beta * (A @ beta)).sum(0)
+    df = torch.cholesky_solve(A, L).diagonal().sum() + extra
+    ref = (rss / n_w).mean() / (1.0 - df / n_w) ** 2
+    value = _GCV.apply(A, b, yy, K, a, n_w, extra)
+    assert float(abs(value - ref) / ref) < 1e-10
+    for x, y in zip(torch.autograd.grad(value, leaves), torch.autograd.grad(ref, leaves)):
+        assert rel(x, y) < 1e-8
