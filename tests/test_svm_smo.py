@@ -312,3 +312,42 @@ def test_iterations_and_support_equal_libsvm(d):
         assert np.abs(ours.decision_function(X) - ref.decision_function(X)).max() < 1e-6
     f32 = KernelSVC(dtype="float32").fit(X, y)
     assert len(np.setxor1d(f32.support_, SVC().fit(X, y).support_)) <= 2
+
+
+# -- a call that returns (pause, missing row) and resumes keeps the maximal violator ----------------------
+@pytest.mark.parametrize("kind", ["svc", "svr", "nu"])
+def test_resumed_calls_keep_the_iterates(kind, monkeypatch):
+    # The loop keeps the maximal violator across a return that leaves F as it is (_PAUSE, _NEED_ROW)
+    # instead of finding it again: a solve that returns after every few iterations, with rows from
+    # Python (a return per missing row) and duplicated samples (exactly equal violators), must give
+    # the iterates of one that returns only for its rows.
+    X, yy, XT, K = _problem(n=300)
+    X, yy, K = np.vstack([X, X[:60]]), np.concatenate([yy, yy[:60]]), None
+    n = len(yy)
+    XT = np.ascontiguousarray((X * np.sqrt(1.0 / (4 * X.var()))).T)
+    scratch = np.empty((3, _smo._CHUNK))
+    K = np.empty((n, n))
+    for i in range(n):
+        _smo._rbf_row(XT, i, K[i], scratch)
+    kw = dict(matvec=lambda r, c, v: K[np.ix_(r, c)] @ v, cache_rows=40, cache_dtype=np.float32, batch=1)
+    if kind == "svc":
+        args = (np.ones(n), yy, np.where(yy > 0, 1.0, 2.0))
+    elif kind == "svr":  # 2n variables reading n rows
+        t = X[:, 0] + 0.1 * X[:, 1]
+        args = (np.ones(n), np.r_[np.ones(n), -np.ones(n)], np.full(2 * n, 1.0))
+        kw.update(p=np.r_[0.1 - t, 0.1 + t], rmap=np.r_[np.arange(n), np.arange(n)])
+    else:  # nu-SVC from LIBSVM's start
+        a0 = np.zeros(n)
+        for s in (1.0, -1.0):
+            idx = np.flatnonzero(yy == s)
+            a0[idx[:20]] = 1.0
+            a0[idx[20]] = 0.5
+        args = (np.ones(n), yy, np.ones(n))
+        kw.update(p=np.zeros(n), alpha0=a0, nu=True)
+    ref = _smo.solve_smo(lambda i: K[i], *args, **kw)
+    monkeypatch.setattr(_smo, "PAUSE_WORK", 600)  # a return every iteration or two
+    calls = []
+    paused = _smo.solve_smo(lambda i: calls.append(1) or K[i], *args, **kw)
+    assert ref.converged and paused.n_iter == ref.n_iter and len(calls) > 40
+    np.testing.assert_array_equal(paused.alpha, ref.alpha)
+    assert paused.rho == ref.rho and paused.rows_computed == ref.rows_computed

@@ -60,8 +60,8 @@ _NONPSD_RTOL = 1e-6
 _CONVERGED, _NEED_ROW, _MAX_ITER, _RECONSTRUCT, _RECONSTRUCT_FINAL, _PAUSE = 0, 1, 2, 3, 4, 5
 # integer state slots
 (_S_ACTIVE, _S_ITER, _S_COUNTER, _S_UNSHRINK, _S_CLOCK, _S_MAXITER, _S_SHRINKING, _S_PENDING, _S_NONPSD,
- _S_USED, _S_ROWS, _S_WORK_MAX, _S_NU, _S_GROWN) = range(14)
-_N_STATE = 14
+ _S_USED, _S_ROWS, _S_WORK_MAX, _S_NU, _S_GROWN, _S_FRESH, _S_IMAX) = range(16)
+_N_STATE = 16
 #: ``slot_of[i]`` of a row that was cached and evicted (``-1``: never cached).
 _EVICTED = -2
 #: A clock value no slot reaches (slots excluded from eviction).
@@ -594,13 +594,19 @@ def _run(y, F, G_bar, alpha, Cb, QD, side, cache, slot_of, owner, last_used, act
     row_work = slot_of.shape[0] * (XT.shape[0] + 8)  # an in-loop kernel row: d multiply-adds and an exponential per entry
     work = 0
     rows0 = st[_S_ROWS]
-    fresh = False  # gmax, imax hold the maximal violator of the current F (found by the update pass)
-    gmax = -np.inf
-    imax = -1
+    # gmax, imax hold the maximal violator of the current F (found by the update pass): kept across a
+    # return that leaves F as it is (_PAUSE, _NEED_ROW), so that a resumed call does not pay a
+    # _max_up pass over the active set (a call lasts a few iterations when rows are computed here)
+    fresh = st[_S_FRESH] == 1
+    st[_S_FRESH] = 0
+    imax = st[_S_IMAX] if fresh else -1
+    gmax = F[imax] if imax >= 0 and side[imax] & _UP else -np.inf  # -inf: as _max_up's (then off I_up)
     while True:
         if st[_S_ITER] >= st[_S_MAXITER]:
             return _MAX_ITER
-        if work >= st[_S_WORK_MAX]:  # resumed with fresh = False: _max_up finds the same violator
+        if work >= st[_S_WORK_MAX]:
+            st[_S_FRESH] = 1 if fresh else 0
+            st[_S_IMAX] = imax
             return _PAUSE
         if st[_S_PENDING] == 1:
             if _shrink(F, side, active, st, eps, y):
@@ -616,9 +622,11 @@ def _run(y, F, G_bar, alpha, Cb, QD, side, cache, slot_of, owner, last_used, act
                 gmax, imax = _max_up(F, side, active, st[_S_ACTIVE])
             code = _select(F, side, QD, cache, slot_of, owner, last_used, active, st[_S_ACTIVE], eps, st, need, XT,
                            scratch, gmax, imax, rmap)
-        fresh = False
-        if code == 2:
+        if code == 2:  # F is as it was: gmax, imax stay
+            st[_S_FRESH] = 1
+            st[_S_IMAX] = imax
             return _NEED_ROW
+        fresh = False
         if code == 1:
             if st[_S_ACTIVE] < n:
                 return _RECONSTRUCT_FINAL
@@ -630,6 +638,8 @@ def _run(y, F, G_bar, alpha, Cb, QD, side, cache, slot_of, owner, last_used, act
         if sj < 0:
             need[0] = _sample(rmap, j)
             need[1] = _sample(rmap, i)
+            st[_S_FRESH] = 1
+            st[_S_IMAX] = imax
             return _NEED_ROW
         st[_S_CLOCK] += 1
         last_used[si] = st[_S_CLOCK]
