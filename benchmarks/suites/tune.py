@@ -6,8 +6,8 @@ rows (``--n-train`` caps them), inputs and targets standardised with the trainin
 has M = ``--centers`` centres / inducing points:
 
 * mercer ``NystroemKernelRidgeCV`` (ARD RBF: one gamma per feature, alpha and the centres' coordinates
-  learned by L-BFGS on the blocked GCV, from uniform centres; GPyTorch's SGPR learns its inducing
-  points too);
+  learned by L-BFGS on the blocked GCV, from uniform centres, its default coarse-to-fine schedule and
+  ``max_iter`` unless ``--ridge-max-iter``; GPyTorch's SGPR learns its inducing points too);
 * mercer ``SparseGPRegressor`` (``1.0 * RBF(sigma=[sqrt(d)] * d)``, noise, output scale and the
   k-means inducing points learned by L-BFGS on Titsias' bound through the blocked statistics);
 * scikit-learn ``HalvingGridSearchCV`` over ``make_pipeline(Nystroem(rbf, M), Ridge())``, gamma (9 values)
@@ -15,7 +15,13 @@ has M = ``--centers`` centres / inducing points:
 * GPyTorch SGPR (``--gpytorch-python``, a separate interpreter with gpytorch installed; absent:
   skipped) as its SGPR tutorial trains it: ``ScaleKernel(RBFKernel(ard_num_dims=d))`` in an
   ``InducingPointKernel`` whose inducing points start at the first M training rows, constant
-  mean, Adam (lr 0.1) on the exact marginal likelihood for ``--gpytorch-iter`` iterations.
+  mean, Adam (lr 0.1) on the exact marginal likelihood for ``--gpytorch-iter`` iterations;
+* FALKON's ``falkon.hopt`` (``--falkon-python``, an interpreter that imports falkon; absent: skipped)
+  as its hyperparameter-optimisation example trains it: a ``GaussianKernel`` with one sigma per
+  feature (from ``sqrt(d)``), M random training rows as centres, penalty from 1e-5, the objective
+  (``--falkon-objective``: ``NystromCompReg`` as in the example, ``GCV``, ``SGPR``) minimised by Adam
+  (lr 0.1) over sigma, the penalty and the centres for ``--falkon-iter`` iterations, in
+  ``--falkon-dtype`` (float32 as in the example); its exact objectives hold ``K_nM``.
 
 Timings are wall clock, one torch / BLAS thread for every model (the machine is shared: compare
 ratios within a set, not absolute times); ``x best peer`` is the time over the fastest peer's. Every
@@ -102,6 +108,39 @@ print(json.dumps({"fit_s": fit, "cpu_s": cpu, "mean": pred.mean.numpy().tolist()
 """
 
 
+_FALKON = r"""
+import json, sys, time
+import numpy as np, torch
+torch.set_num_threads(1)
+import falkon
+from falkon import FalkonOptions
+from falkon.hopt.objectives import GCV, SGPR, NystromCompReg
+d = np.load(sys.argv[1])
+M, iters, objective, dtype = int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], getattr(torch, sys.argv[5])
+tx, ty = torch.tensor(d["Xtr"], dtype=dtype), torch.tensor(d["ytr"], dtype=dtype).reshape(-1, 1)
+ex = torch.tensor(d["Xte"], dtype=dtype)
+rng = np.random.default_rng(0)
+t0, c0 = time.perf_counter(), time.process_time()
+opt = FalkonOptions(use_cpu=True)
+sigma = torch.tensor([float(np.sqrt(tx.shape[1]))] * tx.shape[1], dtype=dtype).requires_grad_()
+kernel = falkon.kernels.GaussianKernel(sigma=sigma, opt=opt)
+centers = tx[rng.choice(tx.shape[0], size=M, replace=False)].clone()
+model = {"NystromCompReg": NystromCompReg, "GCV": GCV, "SGPR": SGPR}[objective](
+    kernel=kernel, penalty_init=torch.tensor(1e-5, dtype=dtype), centers_init=centers, opt_penalty=True,
+    opt_centers=True)
+adam = torch.optim.Adam(model.parameters(), lr=0.1)
+for i in range(iters):
+    adam.zero_grad()
+    loss = model(tx, ty)
+    loss.backward()
+    adam.step()
+fit, cpu = time.perf_counter() - t0, time.process_time() - c0
+with torch.no_grad():
+    pred = model.predict(ex).reshape(-1)
+print(json.dumps({"fit_s": fit, "cpu_s": cpu, "mean": pred.double().numpy().tolist(), "penalty": float(model.penalty)}))
+"""
+
+
 class _Clock(Timer):
     """Wall clock and this process's CPU time (``cpu``): on a shared machine the CPU seconds of
     single-threaded fits compare where their wall times depend on what else ran meanwhile."""
@@ -129,6 +168,22 @@ def gpytorch_row(python, name, Xtr, ytr, Xte, yte, M, iters):
     m, v = np.asarray(r["mean"]), np.asarray(r["var"])  # the likelihood's: the noise included
     return {"model": f"GPyTorch SGPR (Adam, {iters} iterations)", "rmse": rmse(yte, m), "nlpd": nlpd(yte, m, v),
             "fit_s": r["fit_s"], "cpu_s": r["cpu_s"], "notes": f"noise {r['noise']:.3g}"}
+
+
+def falkon_row(python, name, Xtr, ytr, Xte, yte, M, iters, objective, dtype):
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "data.npz")
+        np.savez(path, Xtr=Xtr, ytr=ytr, Xte=Xte)
+        env = {**os.environ, "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+        out = subprocess.run([python, "-c", _FALKON, path, str(M), str(iters), objective, dtype], capture_output=True,
+                             text=True, env=env, check=False)
+    if out.returncode != 0:
+        print(f"FALKON failed on {name}: {out.stderr[-2000:]}", file=sys.stderr)
+        return None
+    r = json.loads(out.stdout.strip().splitlines()[-1])
+    return {"model": f"FALKON hopt {objective} ({dtype}, Adam, {iters} iterations)",
+            "rmse": rmse(yte, np.asarray(r["mean"])), "fit_s": r["fit_s"], "cpu_s": r["cpu_s"],
+            "notes": f"penalty {r['penalty']:.3g}"}
 
 
 def _stages(model):
@@ -189,8 +244,9 @@ def rows_for(name, args):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         with _Clock() as t:
+            ridge_iter = {} if args.ridge_max_iter is None else {"max_iter": args.ridge_max_iter}
             ny = NystroemKernelRidgeCV(kernel=RBF(gamma=[1.0 / (2 * d)] * d), alpha=1e-3 * n, n_centers=M,
-                                       learn_centers=True, max_iter=args.max_iter, random_state=0).fit(Xtr, ytr)
+                                       learn_centers=True, random_state=0, **ridge_iter).fit(Xtr, ytr)
         add({"model": "mercer NystroemKernelRidgeCV (ARD, GCV, centres)", "rmse": rmse(yte, ny.predict(Xte)),
              "fit_s": t.seconds, "cpu_s": t.cpu,
              "notes": f"alpha/n {ny.alpha_ / n:.3g}, {ny.n_evals_} evaluations ({_stages(ny)})"})
@@ -215,6 +271,12 @@ def rows_for(name, args):
             r = gpytorch_row(args.gpytorch_python, name, Xtr, ytr, Xte, yte, M, args.gpytorch_iter)
             if r is not None:
                 add(r)
+        if "falkon" in args.refs and args.falkon_python:
+            for objective in args.falkon_objective:
+                r = falkon_row(args.falkon_python, name, Xtr, ytr, Xte, yte, M, args.falkon_iter, objective,
+                               args.falkon_dtype)
+                if r is not None:
+                    add(r)
     for key, col in (("fit_s", "x best peer"), ("cpu_s", "cpu x best peer")):
         peers = [r[key] for r in rows if not r["model"].startswith("mercer")]
         for r in rows:
@@ -278,16 +340,25 @@ def merge(args):
 
 
 def main(argv=None):
-    p = suite_parser("tune", __doc__.splitlines()[0], refs=("sklearn", "gpytorch"), data=("uci",),
+    p = suite_parser("tune", __doc__.splitlines()[0], refs=("sklearn", "gpytorch", "falkon"), data=("uci",),
                      quick="elevators only, 3,000 training rows, M = 100, 20 iterations; memory at n = 5,000 and 20,000")
     p.add_argument("--data", nargs="+", default=None, help=f"UCI sets (default {' '.join(SETS)})")
     p.add_argument("--n-train", type=int, default=None, help="training rows at most (default all; --quick 3000)")
     p.add_argument("--n-test", type=int, default=5000)
     p.add_argument("--centers", type=int, default=None, help="M (default 500; --quick 100)")
-    p.add_argument("--max-iter", type=int, default=None, help="L-BFGS iterations (default 50; --quick 20)")
+    p.add_argument("--max-iter", type=int, default=None,
+                   help="SparseGPRegressor's L-BFGS iterations (default 50; --quick 20)")
+    p.add_argument("--ridge-max-iter", type=int, default=None,
+                   help="NystroemKernelRidgeCV's max_iter (its first stage's iterations; default: its own default, "
+                        "80; --quick 20)")
     p.add_argument("--gpytorch-python", default=os.environ.get("GPYTORCH_PYTHON"),
                    help="interpreter with gpytorch installed (default $GPYTORCH_PYTHON; absent: skipped)")
     p.add_argument("--gpytorch-iter", type=int, default=50, help="Adam iterations (the tutorial's 50)")
+    p.add_argument("--falkon-iter", type=int, default=50, help="FALKON hopt's Adam iterations (its docs' 50)")
+    p.add_argument("--falkon-objective", nargs="+", default=["NystromCompReg"], choices=["NystromCompReg", "GCV", "SGPR"],
+                   help="FALKON hopt objectives (default NystromCompReg, the one its docs train)")
+    p.add_argument("--falkon-dtype", default="float32", choices=["float32", "float64"],
+                   help="FALKON's precision (default float32, as its docs)")
     p.add_argument("--memory-n", type=int, nargs="+", default=None, help="n of the memory part (default 25000 100000)")
     p.add_argument("--no-memory", dest="memory", action="store_false")
     p.add_argument("--merge", nargs="+", metavar="TAG", default=None,
@@ -299,9 +370,12 @@ def main(argv=None):
     args.n_train = args.n_train or (3000 if args.quick else 10**9)
     args.centers = args.centers or (100 if args.quick else 500)
     args.max_iter = args.max_iter or (20 if args.quick else 50)
+    args.ridge_max_iter = args.ridge_max_iter or (20 if args.quick else None)
     args.memory_n = args.memory_n or ([5000, 20000] if args.quick else [25000, 100000])
     if args.gpytorch_python and not Path(args.gpytorch_python).exists():
         args.gpytorch_python = None
+    if args.falkon_python and not Path(args.falkon_python).exists():
+        args.falkon_python = None
     from threadpoolctl import threadpool_limits
 
     parts, tables = {}, []

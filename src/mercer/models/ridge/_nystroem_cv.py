@@ -70,9 +70,8 @@ class _GCV(torch.autograd.Function):
     """``GCV(A_c, b_c, yy_c, K_MM, alpha)`` with its gradient written out. With ``H = A_c + alpha K_MM``
     (its Cholesky factor), ``beta = H^-1 b_c``, ``r = A_c beta - b_c``, ``u = H^-1 r``, ``S = H^-1 A_c H^-1``:
     ``d rss / d b = 2 (u - beta)``, ``d rss / d A_c = beta beta^T`` and ``d rss / d H = -(u beta^T + beta u^T)``;
-    ``d df / d A_c = H^-1`` and ``d df / d H = -S`` (summed over the targets). Autograd through the
-    factorisation and the solves takes 1.7 times as long (7.5 vs 4.5 ms at M = 200, one thread:
-    a twentieth of a fit on pol, whose 2,000-row coarse stages make most evaluations)."""
+    ``d df / d A_c = H^-1`` and ``d df / d H = -S`` (summed over the targets): fewer M x M x M products
+    than autograd through the factorisation and the solves."""
 
     @staticmethod
     def forward(ctx, A, b, yy, K, alpha, n_w, extra):
@@ -81,8 +80,8 @@ class _GCV(torch.autograd.Function):
         beta = torch.cholesky_solve(b, L)
         Ab = A @ beta
         rss = yy - 2.0 * (beta * b).sum(0) + (beta * Ab).sum(0)
-        # df = tr(H^-1 A_c) from the triangular solves (tr(H^-1 A_c) as sum(H^-1 o A_c) cancels digits
-        # where H is ill-conditioned: bike's alpha / n ~ 1e-11 stalled L-BFGS on the noise)
+        # df = tr(H^-1 A_c) from the triangular solves: as sum(H^-1 o A_c) it cancels digits where H is
+        # ill-conditioned (tiny alpha), and L-BFGS stalls on the noise
         T = torch.cholesky_solve(A, L)
         s = 1.0 - (T.diagonal().sum() + extra) / n_w
         value = (rss / n_w).mean() / s**2
@@ -137,11 +136,13 @@ _AUTO_FIRST_ROWS = 2000
 _AUTO_ROWS_PER_CENTER = 10
 _AUTO_FIRST_FRACTION = 10
 _AUTO_GROWTH = 4
-_MIN_STAGE_ITER = 5
+_MIN_STAGE_ITER = 4
 #: with coarse stages, L-BFGS makes at most this many evaluations per iteration of a stage (its line
 #: searches included): keggundirected spent 61 evaluations on 6 iterations of a 32,000-row stage
 _EVALS_PER_ITER = 2
-_ITER_SHRINK = 3
+#: each later stage runs this many times fewer iterations than the one before: most iterations where
+#: they are cheap (docs/user_guide/nystroem.md: the schedule against the former 50 / a third / at least 5)
+_ITER_SHRINK = 5
 
 
 class _NystroemCVBase(KernelEstimatorMixin, BaseEstimator):
@@ -310,7 +311,7 @@ class _NystroemCVBase(KernelEstimatorMixin, BaseEstimator):
         return [int(v) for v in values]
 
     def _stage_iterations(self, n_coarse: int) -> list[int]:
-        """Iterations of each stage: ``max_iter`` on the first, a third of the one before on each later
+        """Iterations of each stage: ``max_iter`` on the first, a fifth of the one before on each later
         one (at least :data:`_MIN_STAGE_ITER`, at most ``max_iter``); the last is on all rows."""
         its = [int(self.max_iter)]
         for _ in range(n_coarse):
@@ -459,8 +460,8 @@ class NystroemKernelRidgeCV(MultiOutputMixin, RegressorMixin, _NystroemCVBase):
         kernel hyperparameters, ``alpha`` and centres the one before learned, and ends on all rows.
         ``alpha`` is that of all rows throughout: a stage on ``r`` of ``n`` rows uses ``alpha r / n``
         (the share of the rows' weight), so the values carry over unchanged. The first stage runs
-        ``max_iter`` iterations (and the restarts), each later stage a third of the one before (at
-        least 5), the last one on all rows included: an evaluation on a subsample costs its share of
+        ``max_iter`` iterations (and the restarts), each later stage a fifth of the one before (at
+        least 4), the last one on all rows included: an evaluation on a subsample costs its share of
         the two passes, and most iterations are spent there. With stages, L-BFGS makes at most two
         evaluations per iteration of a stage (line searches included; the best point evaluated is
         kept). ``"auto"``: a first stage of a tenth of
@@ -472,7 +473,7 @@ class NystroemKernelRidgeCV(MultiOutputMixin, RegressorMixin, _NystroemCVBase):
         None evaluates the objective at the given values only.
     n_restarts_optimizer : int, default=0
         Extra starts, perturbed by up to a factor 10 in every hyperparameter (on the first stage).
-    max_iter : int, default=50
+    max_iter : int, default=80
         Optimiser iterations per start (on the first stage; see ``coarse_rows``).
     hyperparameter_bounds : (float, float), default=(1e-5, 1e5)
         In length-scale units (see :class:`mercer.kernels.LearnableKernel`).
@@ -515,7 +516,7 @@ class NystroemKernelRidgeCV(MultiOutputMixin, RegressorMixin, _NystroemCVBase):
 
     def __init__(self, alpha=1.0, *, kernel="rbf", gamma=None, degree=3, coef0=1, kernel_params=None,
                  n_centers="auto", centers="uniform", objective="gcv", validation_fraction=0.2, learn_alpha=True,
-                 learn_centers=False, coarse_rows="auto", optimizer="lbfgs", n_restarts_optimizer=0, max_iter=50,
+                 learn_centers=False, coarse_rows="auto", optimizer="lbfgs", n_restarts_optimizer=0, max_iter=80,
                  hyperparameter_bounds=(1e-5, 1e5), alpha_bounds=(1e-8, 1e8), fit_intercept=True, solver="auto",
                  tol=1e-3, random_state=None, device=None, dtype="float32", memory_budget=None):
         self.alpha = alpha
@@ -583,7 +584,7 @@ class NystroemKernelRidgeClassifierCV(ClassifierMixin, _NystroemCVBase):
 
     def __init__(self, alpha=1.0, *, kernel="rbf", gamma=None, degree=3, coef0=1, kernel_params=None,
                  n_centers="auto", centers="uniform", objective="gcv", validation_fraction=0.2, learn_alpha=True,
-                 learn_centers=False, coarse_rows="auto", optimizer="lbfgs", n_restarts_optimizer=0, max_iter=50,
+                 learn_centers=False, coarse_rows="auto", optimizer="lbfgs", n_restarts_optimizer=0, max_iter=80,
                  hyperparameter_bounds=(1e-5, 1e5), alpha_bounds=(1e-8, 1e8), fit_intercept=True, class_weight=None,
                  solver="auto", tol=1e-3, random_state=None, device=None, dtype="float32", memory_budget=None):
         self.alpha = alpha
