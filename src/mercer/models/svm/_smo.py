@@ -77,13 +77,15 @@ GROW_FROM = 1024
 #: negative-index wraparound it adds for signed ones (the loop's two passes index through it).
 _ACTIVE_DTYPE = np.uint32
 #: Work (sample visits: an iteration counts its active samples plus ``_ITER_WORK``, an update of
-#: ``G_bar`` ``n``, an in-loop kernel row ``n * (d + 8)``) after which the compiled loop returns to
+#: ``G_bar`` ``n``, an in-loop kernel row ``n * (d + 8) / 4``: an entry, d multiply-adds and an
+#: exponential, takes about the time of (d + 8) / 4 visits) after which the compiled loop returns to
 #: Python (``_PAUSE``) so that a Ctrl-C, an :func:`~mercer.linalg.observe_blocks` observer and a
 #: progress bar are heard; the next call resumes where it stopped (same iterates, bit for bit).
 #: A visit costs ~1 ns while the active set is the whole training set (sequential rows), up to
 #: ~35 ns after shrinking (scattered entries of rows out of the CPU caches: 800 active of 10,000
 #: samples, ~100 us per iteration on a loaded machine), so 2^22 visits are 4-150 ms; a return
-#: costs ~6 us plus one pass over the active set (< 0.5 % of a call).
+#: costs the call's dispatch (its arguments checked and unboxed), not a pass over the active set
+#: (the maximal violator is kept across it: ``_S_FRESH``, ``_S_IMAX``).
 PAUSE_WORK = 4_194_304  # 2^22 sample visits (a count of work, not bytes)
 #: Seconds a call should last: the work per call is lowered from ``PAUSE_WORK`` when calls take
 #: longer (a loaded machine), so that Ctrl-C is heard within ~0.1 s.
@@ -308,7 +310,7 @@ def _subtract_free_rows(F, coef, free, cols, cache, slot_of, owner, last_used, s
     was used. Returns the first row not visited: before ``free``'s end when ``st[_S_WORK_MAX]`` work
     was done (call again from there, to let a Ctrl-C be heard)."""
     n = slot_of.shape[0]
-    row_work = n * (XT.shape[0] + 8)
+    row_work = n * (XT.shape[0] + 8) // 4
     work = 0
     for r in range(start, free.shape[0]):
         if work >= st[_S_WORK_MAX]:
@@ -591,7 +593,7 @@ def _run(y, F, G_bar, alpha, Cb, QD, side, cache, slot_of, owner, last_used, act
     ``rmap`` None (the identity) and ``nu`` None (LIBSVM's Solver) are compiled away: C-SVC's loop
     is the plain one."""
     n = y.shape[0]  # variables
-    row_work = slot_of.shape[0] * (XT.shape[0] + 8)  # an in-loop kernel row: d multiply-adds and an exponential per entry
+    row_work = slot_of.shape[0] * (XT.shape[0] + 8) // 4  # an in-loop kernel row (see PAUSE_WORK)
     work = 0
     rows0 = st[_S_ROWS]
     # gmax, imax hold the maximal violator of the current F (found by the update pass): kept across a
