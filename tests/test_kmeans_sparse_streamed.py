@@ -177,5 +177,6 @@ def test_verbose_progress_and_ctrl_c(data, stored, capsys):
 
 
 def test_dense_centres_beyond_the_budget_are_refused(stored):
-    with pytest.raises(MemoryBudgetError, match=r"k-means on sparse rows keeps its 50 centres dense \(50 x 3000.*2.29 MiB.*1.00 MiB.*fewer clusters"):
+    dense = r"k-means on sparse rows keeps its 50 centres dense \(50 x 3000.*2.29 MiB.*1.00 MiB.*fewer clusters"
+    with pytest.raises(MemoryBudgetError, match=dense):
         KMeans(50, memory_budget=1 << 20).fit(str(stored / "X.npz"))

@@ -20,7 +20,7 @@ from .._progress import task
 from .._sparse import is_sparse, plan_features
 from ..linalg import MemoryBudgetError, format_bytes
 from ._fused import centre, lloyd_fused
-from ._passes import MIN_CLUSTERS_FOR_BOUNDS, block_rows, own_sq, top2
+from ._passes import MIN_CLUSTERS_FOR_BOUNDS, add_sparse_rows, block_rows, own_sq, top2
 from ._seeding import seed_indices
 
 __all__ = ["MIN_CLUSTERS_FOR_BOUNDS", "KMeansResult", "kmeans", "lloyd", "warn_distinct"]
@@ -90,9 +90,7 @@ def _update_centres(X, Xw, C, labels, w, rows):
     from their centre (scikit-learn's rule), which leaves its old cluster."""
     k = C.shape[0]
     if is_sparse(Xw):  # the stored entries added into their cluster's row of the sums
-        c = Xw.compact()
-        flat = torch.zeros_like(C).view(-1).index_add_(0, labels[c._row_ids()] * C.shape[1] + c.indices, c.data)
-        sums = flat.view(C.shape)
+        sums = add_sparse_rows(torch.zeros_like(C), Xw, labels)
     else:
         sums = torch.zeros_like(C).index_put_((labels,), Xw, accumulate=True)
     counts = torch.bincount(labels, weights=w, minlength=k).to(X.dtype)

@@ -13,7 +13,8 @@ import torch
 from .._sparse import is_sparse, plan_features
 from ..linalg import KMEANS_TILE_BYTES, plan_blocks, row_blocks
 
-__all__ = ["KMEANS_TILE_BYTES", "MIN_CLUSTERS_FOR_BOUNDS", "assign", "block_rows", "own_sq", "sq_distances", "top2"]
+__all__ = ["KMEANS_TILE_BYTES", "MIN_CLUSTERS_FOR_BOUNDS", "add_sparse_rows", "assign", "block_rows", "own_sq",
+           "sq_distances", "top2"]
 
 #: Below this many clusters Lloyd's assignment runs without Hamerly's bounds (they do not pay off)
 #: in the torch passes and in the GEMM passes of :mod:`mercer.kmeans._fused`.
@@ -37,6 +38,16 @@ def sparse_sq_to(Xs, C: torch.Tensor, which: torch.Tensor) -> torch.Tensor:
     Cr = C[which[r], c.indices]
     terms = (c.data - Cr).square_().sub_(Cr.square())
     return (C * C).sum(1)[which].index_add_(0, r, terms)
+
+
+def add_sparse_rows(sums: torch.Tensor, Xs, labels: torch.Tensor) -> torch.Tensor:
+    """``sums[labels_i] += x_i`` for the sparse rows ``Xs`` (in place, returned): their stored
+    entries added into the flat ``(k, d)`` sums at ``labels_i * d + column`` (the labels spread to the
+    entries by one repeat of each row's count: two passes over the entries, not four)."""
+    c = Xs.compact()
+    lab = labels.repeat_interleave(c.indptr.diff(), output_size=c.nnz)
+    sums.view(-1).index_add_(0, torch.add(c.indices, lab, alpha=sums.shape[1]), c.data)
+    return sums
 
 
 def block_rows(n: int, k: int, d: int, *, itemsize: int, budget: int) -> int:

@@ -40,7 +40,7 @@ from .._progress import task
 from .._sparse import is_sparse, plan_features
 from ..linalg import ExecutionPlan, plan_rows, source_rows, tensor_blocks
 from ._lloyd import KMeansResult, warn_distinct
-from ._passes import _neg2_dot_plus, block_rows, sparse_sq_to
+from ._passes import _neg2_dot_plus, add_sparse_rows, block_rows, sparse_sq_to
 from ._seeding import seed_indices
 
 __all__ = ["kmeans_streamed"]
@@ -115,8 +115,7 @@ def _own_sq(Xc, C, lab):
 def _add_sums(sums, Xc, lab, ws):
     """``sums[lab_i] += w_i x_i`` for the rows of a block (sparse rows: their stored entries)."""
     if is_sparse(Xc):
-        c = (Xc if ws is None else Xc.scale_rows(ws)).compact()
-        sums.view(-1).index_add_(0, lab[c._row_ids()] * sums.shape[1] + c.indices, c.data)
+        add_sparse_rows(sums, Xc if ws is None else Xc.scale_rows(ws), lab)
     else:
         sums.index_put_((lab,), Xc if ws is None else Xc * ws[:, None], accumulate=True)
 
