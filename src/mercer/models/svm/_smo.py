@@ -60,8 +60,8 @@ _NONPSD_RTOL = 1e-6
 _CONVERGED, _NEED_ROW, _MAX_ITER, _RECONSTRUCT, _RECONSTRUCT_FINAL, _PAUSE = 0, 1, 2, 3, 4, 5
 # integer state slots
 (_S_ACTIVE, _S_ITER, _S_COUNTER, _S_UNSHRINK, _S_CLOCK, _S_MAXITER, _S_SHRINKING, _S_PENDING, _S_NONPSD,
- _S_USED, _S_ROWS, _S_WORK_MAX, _S_NU, _S_GROWN, _S_FRESH, _S_IMAX) = range(16)
-_N_STATE = 16
+ _S_USED, _S_ROWS, _S_WORK_MAX, _S_NU, _S_GROWN, _S_FRESH, _S_IMAX, _S_IMAXN) = range(17)
+_N_STATE = 17
 #: ``slot_of[i]`` of a row that was cached and evicted (``-1``: never cached).
 _EVICTED = -2
 #: A clock value no slot reaches (slots excluded from eviction).
@@ -423,6 +423,27 @@ def _max_up(F, side, active, n_active):
 
 
 @_jit.mark
+def _max_up_nu(F, y, side, active, n_active):
+    """The largest ``F`` on I_up among the samples with ``y > 0`` and among those with ``y < 0``, and
+    their samples (as :func:`_max_up`: the last of equal ones; a side with none: ``-inf``)."""
+    gmaxp = -np.inf
+    ip = -1
+    gmaxn = -np.inf
+    iN = -1
+    for k in range(n_active):
+        t = active[k]
+        f = F[t] if side[t] & _UP else -np.inf
+        if y[t] > 0:
+            if f >= gmaxp:
+                gmaxp = f
+                ip = t
+        elif f >= gmaxn:
+            gmaxn = f
+            iN = t
+    return gmaxp, ip, gmaxn, iN
+
+
+@_jit.mark
 def _select(F, side, QD, cache, slot_of, owner, last_used, active, n_active, eps, st, need, XT, scratch,
             gmax, imax, rmap=None):
     """WSS3 (Fan, Chen & Lin 2005), given ``i = imax``, the maximal violator on I_up (value ``gmax``).
@@ -468,25 +489,15 @@ def _select(F, side, QD, cache, slot_of, owner, last_used, active, n_active, eps
 
 @_jit.mark
 def _select_nu(F, y, side, QD, cache, slot_of, owner, last_used, active, n_active, eps, st, need, XT, scratch,
-               rmap):
+               gmaxp, ip, gmaxn, iN, rmap):
     """LIBSVM's Solver_NU working-set selection: WSS3 within each sign class (the nu dual has two
-    equality constraints, so both members of a pair have the same y). Returns as :func:`_select`;
+    equality constraints, so both members of a pair have the same y), given the maximal violators
+    on I_up of each class (:func:`_max_up_nu`'s, or the update pass's). Returns as :func:`_select`;
     on a missing row, need[1] is the sample whose row must stay cached."""
-    gmaxp = -np.inf
-    ip = -1
-    gmaxn = -np.inf
-    iN = -1
-    for k in range(n_active):
-        t = active[k]
-        if side[t] & _UP:
-            f = F[t]
-            if y[t] > 0:
-                if f >= gmaxp:
-                    gmaxp = f
-                    ip = t
-            elif f >= gmaxn:
-                gmaxn = f
-                iN = t
+    if gmaxp == -np.inf:  # no sample of that class on I_up (ip is then off I_up, or -1)
+        ip = -1
+    if gmaxn == -np.inf:
+        iN = -1
     sp = -1
     if ip >= 0:
         sp = _row(_sample(rmap, ip), -1, cache, slot_of, owner, last_used, st, XT, scratch)
@@ -599,16 +610,20 @@ def _run(y, F, G_bar, alpha, Cb, QD, side, cache, slot_of, owner, last_used, act
     # gmax, imax hold the maximal violator of the current F (found by the update pass): kept across a
     # return that leaves F as it is (_PAUSE, _NEED_ROW), so that a resumed call does not pay a
     # _max_up pass over the active set (a call lasts a few iterations when rows are computed here)
+    # (the nu solver: gmax, imax for the samples with y > 0, gmaxn, imaxn for those with y < 0)
     fresh = st[_S_FRESH] == 1
     st[_S_FRESH] = 0
     imax = st[_S_IMAX] if fresh else -1
     gmax = F[imax] if imax >= 0 and side[imax] & _UP else -np.inf  # -inf: as _max_up's (then off I_up)
+    imaxn = st[_S_IMAXN] if fresh else -1
+    gmaxn = F[imaxn] if imaxn >= 0 and side[imaxn] & _UP else -np.inf
     while True:
         if st[_S_ITER] >= st[_S_MAXITER]:
             return _MAX_ITER
         if work >= st[_S_WORK_MAX]:
             st[_S_FRESH] = 1 if fresh else 0
             st[_S_IMAX] = imax
+            st[_S_IMAXN] = imaxn
             return _PAUSE
         if st[_S_PENDING] == 1:
             if _shrink(F, side, active, st, eps, y):
@@ -617,8 +632,10 @@ def _run(y, F, G_bar, alpha, Cb, QD, side, cache, slot_of, owner, last_used, act
             st[_S_COUNTER] = min(n, 1000)
             fresh = False
         if nu is not None:
+            if not fresh:
+                gmax, imax, gmaxn, imaxn = _max_up_nu(F, y, side, active, st[_S_ACTIVE])
             code = _select_nu(F, y, side, QD, cache, slot_of, owner, last_used, active, st[_S_ACTIVE], eps, st, need,
-                              XT, scratch, rmap)
+                              XT, scratch, gmax, imax, gmaxn, imaxn, rmap)
         else:
             if not fresh:
                 gmax, imax = _max_up(F, side, active, st[_S_ACTIVE])
@@ -627,6 +644,7 @@ def _run(y, F, G_bar, alpha, Cb, QD, side, cache, slot_of, owner, last_used, act
         if code == 2:  # F is as it was: gmax, imax stay
             st[_S_FRESH] = 1
             st[_S_IMAX] = imax
+            st[_S_IMAXN] = imaxn
             return _NEED_ROW
         fresh = False
         if code == 1:
@@ -642,6 +660,7 @@ def _run(y, F, G_bar, alpha, Cb, QD, side, cache, slot_of, owner, last_used, act
             need[1] = _sample(rmap, i)
             st[_S_FRESH] = 1
             st[_S_IMAX] = imax
+            st[_S_IMAXN] = imaxn
             return _NEED_ROW
         st[_S_CLOCK] += 1
         last_used[si] = st[_S_CLOCK]
@@ -659,18 +678,25 @@ def _run(y, F, G_bar, alpha, Cb, QD, side, cache, slot_of, owner, last_used, act
         st[_S_NONPSD] += nonpsd
         ai = alpha[i]
         aj = alpha[j]
-        # the gradient update, which also finds the next iteration's maximal violator
+        # the gradient update, which also finds the next iteration's maximal violator (the nu
+        # solver: one for each sign of y, as _max_up_nu)
         gmax = -np.inf
         imax = -1
+        gmaxn = -np.inf
+        imaxn = -1
         for k in range(st[_S_ACTIVE]):
             t = active[k]
             r = _sample(rmap, t)
             f = F[t] - (Ki[r] * dai + Kj[r] * daj)
             F[t] = f
             f = f if side[t] & _UP else -np.inf
-            if f >= gmax:
-                gmax = f
-                imax = t
+            if nu is None or y[t] > 0:  # C-SVC's loop: one maximum (nu None is compiled away)
+                if f >= gmax:
+                    gmax = f
+                    imax = t
+            elif f >= gmaxn:
+                gmaxn = f
+                imaxn = t
         fresh = True
         # G_bar[k] = sum over alpha at the upper bound of C_l Q_lk (for gradient reconstruction)
         if up_i != (ai >= Ci):
