@@ -21,7 +21,10 @@ has M = ``--centers`` centres / inducing points:
   feature (from ``sqrt(d)``), M random training rows as centres, penalty from 1e-5, the objective
   (``--falkon-objective``: ``NystromCompReg`` as in the example, ``GCV``, ``SGPR``) minimised by Adam
   (lr 0.1) over sigma, the penalty and the centres for ``--falkon-iter`` iterations, in
-  ``--falkon-dtype`` (float32 as in the example); its exact objectives hold ``K_nM``.
+  ``--falkon-dtype`` (float32 as in the example); its exact objectives hold ``K_nM``. FALKON 0.9.0's
+  ``GCV.predict`` divides by ``sqrt(penalty (r - 1))`` with ``r`` the rows it predicts instead of the
+  training rows (its own fit uses ``n - 1``): the script rescales its predictions by
+  ``sqrt((r - 1) / (n - 1))``.
 
 Timings are wall clock, one torch / BLAS thread for every model (the machine is shared: compare
 ratios within a set, not absolute times); ``x best peer`` is the time over the fastest peer's. Every
@@ -137,6 +140,8 @@ for i in range(iters):
 fit, cpu = time.perf_counter() - t0, time.process_time() - c0
 with torch.no_grad():
     pred = model.predict(ex).reshape(-1)
+if objective == "GCV":  # GCV.predict (0.9.0) scales by sqrt(penalty (rows predicted - 1)), not the training rows'
+    pred = pred * float(np.sqrt((ex.shape[0] - 1) / (tx.shape[0] - 1)))
 print(json.dumps({"fit_s": fit, "cpu_s": cpu, "mean": pred.double().numpy().tolist(), "penalty": float(model.penalty)}))
 """
 
