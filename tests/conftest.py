@@ -11,6 +11,8 @@ import torch
 
 torch.set_num_threads(max(1, min(2, os.cpu_count() or 1)))
 
+from mercer import sources  # noqa: E402  (after the thread count, as the suite always imported mercer)
+
 #: ``MERCER_TEST_DEVICE=cuda pytest`` runs the whole suite with mercer's default device set to the
 #: GPU (estimators whose ``device`` is None compute there; numpy in still gives numpy out), which
 #: checks that every code path is device-agnostic. Unset: the configured default (CPU).
@@ -160,6 +162,30 @@ def text_like_rows(n: int, d: int, *, density: float, spacing: int, seed: int = 
     X = sp.csr_matrix(X + sp.csr_matrix((np.full(n, 1.5), (np.arange(n), labels * spacing)), shape=(n, d)))
     X.sort_indices()
     return X, labels
+
+
+class CountingSource(sources.RowSource):
+    """A sparse source wrapping ``inner`` that records the rows of every read (a block, or the rows
+    picked by ``take``): tests check with it that a fit streams."""
+
+    sparse = True
+
+    def __init__(self, inner):
+        self.inner = inner
+        self.n_samples, self.n_features, self.dtype = inner.n_samples, inner.n_features, inner.dtype
+        self.reads: list[int] = []
+
+    @property
+    def nnz(self):
+        return self.inner.nnz
+
+    def _read(self, start, stop):
+        self.reads.append(stop - start)
+        return self.inner.read(start, stop)
+
+    def take(self, index):
+        self.reads.append(len(np.asarray(index)))
+        return self.inner.take(index)
 
 
 def write_parquet_parts(folder: Path, write, split: int) -> None:

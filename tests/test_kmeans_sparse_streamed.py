@@ -13,7 +13,7 @@ from mercer import sources
 from mercer.linalg import MemoryBudgetError, observe_blocks
 from mercer.models import KMeans
 
-from conftest import text_like_rows, write_parquet_parts
+from conftest import CountingSource, text_like_rows, write_parquet_parts
 
 N, D = 600, 3000
 BUDGET = 1 << 20  # 1 MiB: the (k, 3000) dense centres and blocks of ~70 rows (a counting source shows it)
@@ -34,29 +34,6 @@ def stored(data, tmp_path_factory):
     write_parquet_parts(root, lambda path, rows, size: sources.write_sparse_parquet(path, X[rows],
                                                                                     row_group_size=size), 250)
     return root
-
-
-class CountingSource(sources.RowSource):
-    """A sparse source that records the rows of every read (a block, or the rows picked by ``take``)."""
-
-    sparse = True
-
-    def __init__(self, inner):
-        self.inner = inner
-        self.n_samples, self.n_features, self.dtype = inner.n_samples, inner.n_features, inner.dtype
-        self.reads: list[int] = []
-
-    @property
-    def nnz(self):
-        return self.inner.nnz
-
-    def _read(self, start, stop):
-        self.reads.append(stop - start)
-        return self.inner.read(start, stop)
-
-    def take(self, index):
-        self.reads.append(len(np.asarray(index)))
-        return self.inner.take(index)
 
 
 def _csr_bytes(X) -> int:

@@ -20,7 +20,7 @@ from mercer.models import (ApproximateKernelPCA, KernelKMeans, KernelKNeighborsC
 from mercer.models._registry import ESTIMATORS
 from mercer.models.ridge import NystroemKernelRidgeClassifierCV, NystroemKernelRidgeCV
 
-from conftest import text_like_rows
+from conftest import CountingSource, text_like_rows
 
 N, D = 2000, 2000
 BUDGET = 1 << 19  # 512 KiB: below the rows' own size (~0.65 MiB as CSR); the (d, m) / (k, d) dense arrays fit
@@ -50,29 +50,6 @@ def data(tmp_path_factory):
     path = tmp_path_factory.mktemp("streams_fit") / "X.npz"
     sp.save_npz(path, X, compressed=False)
     return X, y, labels, path
-
-
-class CountingSource(sources.RowSource):
-    """A sparse source that records the rows of every read."""
-
-    sparse = True
-
-    def __init__(self, inner):
-        self.inner = inner
-        self.n_samples, self.n_features, self.dtype = inner.n_samples, inner.n_features, inner.dtype
-        self.reads: list[int] = []
-
-    @property
-    def nnz(self):
-        return self.inner.nnz
-
-    def _read(self, start, stop):
-        self.reads.append(stop - start)
-        return self.inner.read(start, stop)
-
-    def take(self, index):
-        self.reads.append(len(np.asarray(index)))
-        return self.inner.take(index)
 
 
 @pytest.fixture
