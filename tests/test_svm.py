@@ -781,3 +781,28 @@ def test_probability_deprecation_as_sklearn(breast_cancer):
             value = getattr(m, name)
         assert value.shape == (1,)
     assert p.shape == (3, 2)
+
+
+def test_model_holds_its_coefficients_and_sparse_values_once():
+    """A multi-class model's dual_coef_ is its coefficients' transpose, and sparse support vectors share
+    their values with the rows it predicts from: the model holds each once (half of it was copies),
+    and it predicts as before and as LIBSVM, also after its arrays are used in place of copies."""
+    import scipy.sparse as sp
+
+    rng = np.random.default_rng(0)
+    X = sp.random(120, 40, density=0.2, random_state=1, format="csr")
+    y = rng.integers(0, 4, 120)
+    est = KernelSVC(kernel="linear", C=1.0).fit(X, y)
+    ref = SVC(kernel="linear", C=1.0).fit(X, y)
+    assert np.shares_memory(est.dual_coef_, est._W.numpy())
+    assert np.shares_memory(est.support_vectors_.data, est._sv.data.numpy())
+    np.testing.assert_allclose(est.dual_coef_, ref.dual_coef_.toarray(), atol=1e-6)
+    np.testing.assert_array_equal(est.support_vectors_.toarray(), ref.support_vectors_.toarray())
+    np.testing.assert_array_equal(est.predict(X), ref.predict(X))
+    # float32 models and two classes keep copies (another dtype, another sign): still the same values
+    est32 = KernelSVC(kernel="linear", C=1.0, dtype="float32").fit(X, y)
+    assert not np.shares_memory(est32.dual_coef_, est32._W.numpy())
+    np.testing.assert_allclose(est32._W.numpy().T, est32.dual_coef_, rtol=1e-6, atol=1e-12)
+    two = KernelSVC(kernel="linear", C=1.0).fit(X, y % 2)
+    np.testing.assert_allclose(two.dual_coef_, SVC(kernel="linear", C=1.0).fit(X, y % 2).dual_coef_.toarray(),
+                               atol=1e-6)

@@ -136,31 +136,48 @@ def _fit_job(model: str, Xtr, ytr, Xte, yte, n_centres: int, gamma: float, cache
     return out
 
 
-def _model_bytes(est, seen=None) -> int:
+def _model_bytes(est) -> int:
     """Bytes of the numpy arrays, scipy sparse matrices, torch tensors and mercer sparse rows a fitted
-    model holds (its attributes, private ones included; nested estimators and lists followed)."""
+    model holds (its attributes, private ones included; nested estimators and lists followed), each
+    buffer counted once: two attributes that share memory (a transpose, a view) hold it once."""
+    buffers: dict[int, int] = {}
+    _model_buffers(est, set(), buffers)
+    return int(sum(buffers.values()))
+
+
+def _model_buffers(est, seen: set, buffers: dict) -> None:
+    """``buffers[address] = bytes`` of every buffer ``est`` holds (the largest seen at an address)."""
     import scipy.sparse as sp
     import torch
 
-    seen = set() if seen is None else seen
     if id(est) in seen:
-        return 0
+        return
     seen.add(id(est))
+
+    def add(ptr: int, nbytes: int) -> None:
+        if nbytes:
+            buffers[ptr] = max(buffers.get(ptr, 0), int(nbytes))
+
     if isinstance(est, np.ndarray):
-        return int(est.nbytes)
-    if isinstance(est, torch.Tensor):
-        return int(est.numel() * est.element_size()) if est.layout == torch.strided else 0
-    if sp.issparse(est):
-        return int(est.data.nbytes + est.indices.nbytes + est.indptr.nbytes)
-    if isinstance(est, (list, tuple)):
-        return sum(_model_bytes(v, seen) for v in est)
-    if isinstance(est, dict):
-        return sum(_model_bytes(v, seen) for v in est.values())
-    if type(est).__name__ == "SparseRows":
-        return sum(_model_bytes(getattr(est, a), seen) for a in ("indptr", "indices", "data"))
-    if hasattr(est, "get_params") or hasattr(est, "steps"):
-        return sum(_model_bytes(v, seen) for v in vars(est).values())
-    return 0
+        add(est.__array_interface__["data"][0], est.nbytes)
+    elif isinstance(est, torch.Tensor):
+        if est.layout == torch.strided:
+            add(est.data_ptr(), est.numel() * est.element_size())
+    elif sp.issparse(est):
+        for a in (est.data, est.indices, est.indptr):
+            _model_buffers(a, seen, buffers)
+    elif isinstance(est, (list, tuple)):
+        for v in est:
+            _model_buffers(v, seen, buffers)
+    elif isinstance(est, dict):
+        for v in est.values():
+            _model_buffers(v, seen, buffers)
+    elif type(est).__name__ == "SparseRows":
+        for a in ("indptr", "indices", "data"):
+            _model_buffers(getattr(est, a), seen, buffers)
+    elif hasattr(est, "get_params") or hasattr(est, "steps"):
+        for v in vars(est).values():
+            _model_buffers(v, seen, buffers)
 
 
 def _make(model: str, n_centres: int, gamma: float, cache: dict | None = None):
@@ -392,7 +409,7 @@ def main(argv=None) -> None:
     md = ("\n".join(lines) + "\n\nfit_s: a warm fit (a fresh process with the libraries imported and numba's loops "
           "compiled by a fit of the same model on the first 500 rows), one torch thread. cold_s: a fresh interpreter from its start to the fit's end "
           "(imports, compilation or cache load, the fit). peak_MiB: the warm fit's peak RSS over the RSS before it "
-          "(a lower bound where the imports peaked higher); model_MiB: the fitted model's arrays; "
+          "(a lower bound where the imports peaked higher); model_MiB: the fitted model's arrays (memory two of them share counted once); "
           "max_ovo_decision_diff: the pairwise machines' decision values on 200 test rows; diff_predictions: test "
           "rows predicted differently. Row cache of the SVMs: "
           + (f"{args.cache_size:g} MB both (--cache-size)" if args.cache_size else

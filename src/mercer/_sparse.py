@@ -385,11 +385,16 @@ class SparseRows:
         return torch.from_numpy(out).to(dev)
 
     # -- conversions ----------------------------------------------------------------------------
-    def to_scipy(self) -> sp.csr_matrix:
-        """The rows as a scipy CSR matrix (on the CPU; a copy)."""
+    def to_scipy(self, *, share_data: bool = False) -> sp.csr_matrix:
+        """The rows as a scipy CSR matrix (on the CPU; a copy). ``share_data``: its values are these
+        rows' own where they can be (CPU rows that are their own entries: :meth:`compact` is a view),
+        only the indices copied (scipy keeps them int32 where they fit, these rows int64)."""
         c = self.compact().cpu()
-        return sp.csr_matrix((c.data.numpy().copy(), c.indices.numpy().copy(), c.indptr.numpy().copy()),
-                             shape=tuple(self.shape))
+        data = c.data.numpy()
+        if not (share_data and c is self and self.device.type == "cpu"):
+            data = data.copy()
+        return sp.csr_matrix((data, c.indices.numpy().copy(), c.indptr.numpy().copy()), shape=tuple(self.shape),
+                             copy=False)
 
     def to_dense(self) -> torch.Tensor:
         """The ``(n, d)`` dense tensor (for small blocks and tests: it holds ``n d`` values)."""

@@ -542,21 +542,28 @@ class KernelSVC(_SVCDecisionMixin, KernelEstimatorMixin, ClassifierMixin, BaseEs
             self.support_vectors_ = torch.zeros(0, 0, dtype=self._dtype, device=self._device)
         else:
             self._sv = Xt[torch.as_tensor(order, device=Xt.device)]
-            # sparse data: sparse support vectors (scikit-learn's SVC: a CSR matrix)
-            self.support_vectors_ = self._sv.to_scipy() if is_sparse(self._sv) else self._sv
+            # sparse data: sparse support vectors (scikit-learn's SVC: a CSR matrix) holding _sv's values
+            self.support_vectors_ = self._sv.to_scipy(share_data=True) if is_sparse(self._sv) else self._sv
         self.intercept_ = -intercept if k == 2 and self._mode == "ovo" else intercept.copy()
-        self.dual_coef_ = self._public_dual(self._dual_layout(W))
+        # One array of coefficients where the layouts agree (a compact one-vs-one W, float64 on the CPU):
+        # dual_coef_ is W's transpose, not a copy of it (as scikit-learn's SVC, whose multi-class
+        # dual_coef_ is the array it predicts with), so that the model holds its coefficients once.
+        self.dual_coef_ = self._public_dual(self._dual_layout(W, copy=False))
 
     # -- scikit-learn's layout of the dual coefficients ------------------------------------------
     def _sv_classes(self) -> np.ndarray:
         return np.repeat(np.arange(len(self.classes_)), self.n_support_)
 
-    def _dual_layout(self, W: np.ndarray) -> np.ndarray:
+    def _dual_layout(self, W: np.ndarray, *, copy: bool = True) -> np.ndarray:
         """Raw coefficients ``W`` (n_SV, n_machines) in LIBSVM's layout: one-vs-one (n_classes - 1,
         n_SV), row j - 1 holding class i's coefficients in machine (i, j) and row i class j's;
-        one-vs-rest (n_classes, n_SV). A compact ``W`` (see ``_compact_ovo``) is that layout transposed."""
+        one-vs-rest (n_classes, n_SV). A compact ``W`` (see ``_compact_ovo``) is that layout transposed
+        (``copy=False``: the transpose itself, a view of ``W``, where ``W`` is float64 and the model
+        holds it as it is, ``_W`` sharing its memory)."""
         if self._mode != "ovo" or (len(self.classes_) > 2 and W.shape[1] == len(self.classes_) - 1):
-            return W.T.copy()
+            shared = (not copy and W.dtype == np.float64 and isinstance(getattr(self, "_W", None), torch.Tensor)
+                      and self._W.device.type == "cpu" and self._W.data_ptr() == W.ctypes.data)
+            return W.T if shared else W.T.copy()
         cls = self._sv_classes()
         dual = np.zeros((len(self.classes_) - 1, len(cls)))
         for p, (i, j) in enumerate(self._pairs):
