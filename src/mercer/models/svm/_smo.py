@@ -732,6 +732,39 @@ def _start_gradient(G, G_bar, block, part, alpha, Cb, y, rmap):
                 G_bar[j] += Cb[t] * q
 
 
+@_jit.mark
+def _start_gradient_rows(G, G_bar, cache, block, src, part, alpha, Cb, y, m, rmap):
+    """:func:`_start_gradient` for the entries ``j < m`` (the same sums in the same order), the row
+    of variable ``part[k]`` in ``cache[src[k]]`` (``src[k] >= 0``) or ``block[-1 - src[k]]``."""
+    for k in range(part.shape[0]):
+        t = part[k]
+        a = alpha[t]
+        yt = y[t]
+        row = cache[src[k]] if src[k] >= 0 else block[-1 - src[k]]
+        if a >= Cb[t]:
+            c = Cb[t]
+            for j in range(m):
+                q = yt * y[j] * np.float64(row[_sample(rmap, j)])
+                G[j] += a * q
+                G_bar[j] += c * q
+        else:
+            for j in range(m):
+                q = yt * y[j] * np.float64(row[_sample(rmap, j)])
+                G[j] += a * q
+
+
+@_jit.mark(parallel=True)
+def _rbf_rows(XT, idx, cache, slots, scratch):
+    """Kernel rows ``idx`` into ``cache[slots]``, as :func:`_rbf_row` computes them (bit for bit),
+    one row per thread (``scratch``: :func:`_rbf_row`'s, three rows per thread)."""
+    bands = scratch.shape[0] // 3
+    m = idx.shape[0]
+    n = XT.shape[1]
+    for b in prange(bands):
+        for k in range(b, m, bands):
+            _rbf_band(XT, idx[k], cache[slots[k]], scratch[3 * b:3 * b + 3], 0, n)
+
+
 @dataclass
 class SMOResult:
     """What the solver did. ``alpha`` (one per variable), ``rho`` (decision = sum alpha_i y_i K(x_i, x) - rho);
@@ -807,6 +840,16 @@ class _RowCache:
     def store(self, idx: np.ndarray, block: np.ndarray, protect: int, st: np.ndarray) -> None:
         """Put rows ``idx`` (``block``) in never-used slots, else in those of the least recently
         used rows, never the row of the pending pair (``protect``); advances the clock ``st[_S_CLOCK]``."""
+        slots = self.claim(idx, protect, st)
+        if self.tail is None:
+            self.cache[slots] = block
+        else:
+            n = block.shape[1]
+            self.cache[slots, :n] = block
+            self.cache[slots, n:] = block[:, self.tail]
+
+    def claim(self, idx: np.ndarray, protect: int, st: np.ndarray) -> np.ndarray:
+        """The slots rows ``idx`` go in (as :meth:`store`'s), made theirs; the caller writes the rows."""
         m, n_slots = len(idx), self.owner.shape[0]
         used = int(st[_S_USED])
         # fresh slots up to st[_S_GROWN], and one more for each row that was evicted before
@@ -833,17 +876,12 @@ class _RowCache:
             victims = np.argpartition(lu, m - take - 1)[:m - take]
             self.slot_of[self.owner[victims]] = _EVICTED
             slots = np.concatenate([slots, victims])
-        if self.tail is None:
-            self.cache[slots] = block
-        else:
-            n = block.shape[1]
-            self.cache[slots, :n] = block
-            self.cache[slots, n:] = block[:, self.tail]
         self.owner[slots] = idx
         self.slot_of[idx] = slots
         self.last_used[slots] = st[_S_CLOCK] + 1 + np.arange(m)
         st[_S_CLOCK] += m
         st[_S_ROWS] += m
+        return slots
 
 
 @dataclass
@@ -903,6 +941,63 @@ def _warm_start(d: _Dual, alpha0: np.ndarray, rows, batch: int, cache_dtype) -> 
         part = nz[s:s + batch]
         block = np.ascontiguousarray(rows(rm[part]), dtype=cache_dtype)
         _jit("_start_gradient")(G, d.G_bar, block, part, alpha0, d.Cb, y, rm)
+    d.F[:] = -y * G
+    below, above = alpha0 < d.Cb, alpha0 > 0
+    d.side[:] = np.where(y > 0, np.where(below, _UP, 0) | np.where(above, _LOW, 0),
+                         np.where(above, _UP, 0) | np.where(below, _LOW, 0))
+
+
+def _warm_start_cached(d: _Dual, alpha0: np.ndarray, rows, batch: int, c: _RowCache, XT: np.ndarray,
+                       scratch: np.ndarray) -> None:
+    """:func:`_warm_start` through the row cache, as LIBSVM's start (its ``get_Q`` of each nonzero
+    variable goes through its kernel cache): the rows of the nonzero variables' samples are computed
+    once each (SVR's two variables of a sample read one row), as many as the cache holds are kept
+    there for the solve (the nu duals' first iterations need them: NuSVR kin40k 20,000 computed all
+    5,000 of them again in the loop), and the sums are :func:`_warm_start`'s, in its order, bit for
+    bit. In-loop rows (``XT`` holds the features) are computed as the loop computes them. Where
+    ``p`` and ``y`` are odd under the swap of SVR's two halves (the nu-SVR dual: variable ``t + n``
+    is sample ``t`` with ``y`` and ``p`` negated), each term of ``G`` and ``G_bar`` at ``t + n`` is
+    that at ``t`` negated, so only the first half is summed and the second is its negation, exactly."""
+    d.alpha[:] = alpha0
+    y, rm = d.y, d.rmap
+    n, l = c.slot_of.shape[0], y.shape[0]
+    inloop = XT.shape[1] == n
+    mirror = (l == 2 * n and np.array_equal(rm[n:], np.arange(n)) and np.array_equal(y[n:], -y[:n])
+              and np.array_equal(d.p[n:], -d.p[:n]))
+    G = d.p.copy()
+    nz = np.flatnonzero(alpha0 > 0)
+    if nz.size:
+        need = rm[nz]
+        _, first = np.unique(need, return_index=True)
+        distinct = need[np.sort(first)][:c.owner.shape[0]]  # in order of first use, as many as the cache holds
+        for s in range(0, distinct.size, batch):
+            part = distinct[s:s + batch]
+            if inloop:
+                _jit("_rbf_rows")(XT, part, c.cache, c.claim(part, -1, d.st), scratch)
+            else:
+                c.store(part, rows(part), -1, d.st)
+        accumulate = _jit("_start_gradient_rows")
+        width = c.cache.shape[1]
+        for s in range(0, nz.size, batch):
+            part = nz[s:s + batch]
+            src = c.slot_of[rm[part]]
+            missing = np.flatnonzero(src < 0)  # rows the cache could not hold
+            block = np.empty((missing.size, width), dtype=c.cache.dtype)
+            if missing.size:
+                samples = rm[part[missing]]
+                if inloop:
+                    for k in range(samples.size):
+                        _jit("_rbf_row")(XT, int(samples[k]), block[k], scratch)
+                else:
+                    block[:, :n] = rows(samples)
+                    if width > n:
+                        block[:, n:] = block[:, c.tail]
+                src[missing] = -1 - np.arange(missing.size)
+            accumulate(G, d.G_bar, c.cache, block, src, part, alpha0, d.Cb, y, n if mirror else l,
+                       None if mirror else _loop_map(d, n))
+    if mirror:
+        G[n:] = -G[:n]
+        d.G_bar[n:] = -d.G_bar[:n]
     d.F[:] = -y * G
     below, above = alpha0 < d.Cb, alpha0 > 0
     d.side[:] = np.where(y > 0, np.where(below, _UP, 0) | np.where(above, _LOW, 0),
@@ -1019,10 +1114,6 @@ def solve_smo(rows: Callable[[np.ndarray], np.ndarray], diag: np.ndarray, y: np.
     d = _start(y, Cb, qd, shrinking=shrinking, max_iter=max_iter, p=p, rmap=rm)
     d.st[_S_NU] = int(bool(nu))
     n_slots = int(max(2, min(cache_rows, n)))
-    if alpha0 is not None:
-        _warm_start(d, np.asarray(alpha0, dtype=np.float64), rows, max(1, batch), cache_dtype)
-    # a batch at most an eighth of the cache: prefetched rows must not evict the useful ones
-    batch = int(max(1, min(batch, n_slots // 8)))
     c = _RowCache(n, n_slots, cache_dtype)  # rows of n entries, read through rmap (LIBSVM's SVR_Q)
     if features is None:
         XT, scratch = np.empty((0, 0)), np.empty((3, 1))
@@ -1032,7 +1123,12 @@ def solve_smo(rows: Callable[[np.ndarray], np.ndarray], diag: np.ndarray, y: np.
             raise ValueError(f"solve_smo: features must be a float32 or float64 array of shape (d, {n}); got "
                              f"{XT.dtype} of shape {XT.shape}.")
         scratch = np.empty((3 * _row_bands(), max(_CHUNK, XT.shape[0])), dtype=XT.dtype)
-        d.st[_S_GROWN] = GROW_FROM  # rows that recur grow the cache, not every row computed
+    if alpha0 is not None:  # the start's rows stay cached (fresh slots)
+        _warm_start_cached(d, np.asarray(alpha0, dtype=np.float64), rows, max(1, batch), c, XT, scratch)
+    if features is not None:  # rows that recur grow the cache, not every row computed (the start's aside)
+        d.st[_S_GROWN] = d.st[_S_USED] + GROW_FROM
+    # a batch at most an eighth of the cache: prefetched rows must not evict the useful ones
+    batch = int(max(1, min(batch, n_slots // 8)))
     # the compiled loop's arguments: arrays updated in place, never rebound
     args = (d.y, d.F, d.G_bar, d.alpha, d.Cb, d.QD, d.side, c.cache, c.slot_of, c.owner, c.last_used, d.active,
             d.st, float(tol), d.need, XT, scratch, _loop_map(d, n), True if nu else None)
