@@ -488,12 +488,14 @@ def _select(F, side, QD, cache, slot_of, owner, last_used, active, n_active, eps
 
 
 @_jit.mark
-def _select_nu(F, y, side, QD, cache, slot_of, owner, last_used, active, n_active, eps, st, need, XT, scratch,
+def _select_nu(F, pos, side, QD, cache, slot_of, owner, last_used, active, n_active, eps, st, need, XT, scratch,
                gmaxp, ip, gmaxn, iN, rmap):
     """LIBSVM's Solver_NU working-set selection: WSS3 within each sign class (the nu dual has two
     equality constraints, so both members of a pair have the same y), given the maximal violators
     on I_up of each class (:func:`_max_up_nu`'s, or the update pass's). Returns as :func:`_select`;
-    on a missing row, need[1] is the sample whose row must stay cached."""
+    on a missing row, need[1] is the sample whose row must stay cached. ``pos``: ``y > 0`` per variable
+    (1 byte each: the pass reads it, not y's 8). As :func:`_select`, the division is made only for the
+    samples that can be the new minimum (the same choice as LIBSVM's)."""
     if gmaxp == -np.inf:  # no sample of that class on I_up (ip is then off I_up, or -1)
         ip = -1
     if gmaxn == -np.inf:
@@ -514,35 +516,44 @@ def _select_nu(F, y, side, QD, cache, slot_of, owner, last_used, active, n_activ
             return 2
     Kp = cache[max(sp, 0)]
     Kn = cache[max(sn, 0)]
+    qp = QD[max(ip, 0)]
+    qn = QD[max(iN, 0)]
     gmaxp2 = -np.inf
     gmaxn2 = -np.inf
     jmin = -1
     obj_min = np.inf
+    bound = 0.0  # -obj_min, less a margin: gd^2 / quad reaches it whenever -(gd^2 / quad) <= obj_min
     for k in range(n_active):
         t = active[k]
         if side[t] & _LOW:
             f = F[t]
-            if y[t] > 0:
+            if pos[t]:
                 gmaxp2 = max(gmaxp2, -f)
                 gd = gmaxp - f
                 if gd > 0:
-                    quad = QD[ip] + QD[t] - 2.0 * Kp[_sample(rmap, t)]
-                    od = -(gd * gd) / (quad if quad > 0 else TAU)
-                    if od <= obj_min:
-                        jmin = t
-                        obj_min = od
+                    quad = qp + QD[t] - 2.0 * Kp[_sample(rmap, t)]
+                    quad = quad if quad > 0 else TAU
+                    if gd * gd > bound * quad:
+                        od = -(gd * gd) / quad
+                        if od <= obj_min:
+                            jmin = t
+                            obj_min = od
+                            bound = -od * (1.0 - 1e-12)
             else:
                 gmaxn2 = max(gmaxn2, -f)
                 gd = gmaxn - f
                 if gd > 0:
-                    quad = QD[iN] + QD[t] - 2.0 * Kn[_sample(rmap, t)]
-                    od = -(gd * gd) / (quad if quad > 0 else TAU)
-                    if od <= obj_min:
-                        jmin = t
-                        obj_min = od
+                    quad = qn + QD[t] - 2.0 * Kn[_sample(rmap, t)]
+                    quad = quad if quad > 0 else TAU
+                    if gd * gd > bound * quad:
+                        od = -(gd * gd) / quad
+                        if od <= obj_min:
+                            jmin = t
+                            obj_min = od
+                            bound = -od * (1.0 - 1e-12)
     if max(gmaxp + gmaxp2, gmaxn + gmaxn2) < eps or jmin == -1:
         return 1
-    need[0] = ip if y[jmin] > 0 else iN
+    need[0] = ip if pos[jmin] else iN
     need[1] = jmin
     return 0
 
@@ -597,12 +608,12 @@ def _shrink(F, side, active, st, eps, y):
 
 @_jit.mark
 def _run(y, F, G_bar, alpha, Cb, QD, side, cache, slot_of, owner, last_used, active, st, eps, need, XT, scratch, rmap,
-         nu):
+         pos):
     """Iterate until converged / a row is missing / a reconstruction is needed / max_iter /
     ``st[_S_WORK_MAX]`` work done in this call (``_PAUSE``: call again to resume). ``need`` on
     ``_NEED_ROW``: the sample whose kernel row is missing, and the one whose row must stay cached.
-    ``rmap`` None (the identity) and ``nu`` None (LIBSVM's Solver) are compiled away: C-SVC's loop
-    is the plain one."""
+    ``rmap`` None (the identity) and ``pos`` None (LIBSVM's Solver; the nu solver's: ``y > 0`` per
+    variable, one byte each) are compiled away: C-SVC's loop is the plain one."""
     n = y.shape[0]  # variables
     row_work = slot_of.shape[0] * (XT.shape[0] + 8) // 4  # an in-loop kernel row (see PAUSE_WORK)
     work = 0
@@ -631,10 +642,10 @@ def _run(y, F, G_bar, alpha, Cb, QD, side, cache, slot_of, owner, last_used, act
             st[_S_PENDING] = 0
             st[_S_COUNTER] = min(n, 1000)
             fresh = False
-        if nu is not None:
+        if pos is not None:
             if not fresh:
                 gmax, imax, gmaxn, imaxn = _max_up_nu(F, y, side, active, st[_S_ACTIVE])
-            code = _select_nu(F, y, side, QD, cache, slot_of, owner, last_used, active, st[_S_ACTIVE], eps, st, need,
+            code = _select_nu(F, pos, side, QD, cache, slot_of, owner, last_used, active, st[_S_ACTIVE], eps, st, need,
                               XT, scratch, gmax, imax, gmaxn, imaxn, rmap)
         else:
             if not fresh:
@@ -690,7 +701,7 @@ def _run(y, F, G_bar, alpha, Cb, QD, side, cache, slot_of, owner, last_used, act
             f = F[t] - (Ki[r] * dai + Kj[r] * daj)
             F[t] = f
             f = f if side[t] & _UP else -np.inf
-            if nu is None or y[t] > 0:  # C-SVC's loop: one maximum (nu None is compiled away)
+            if pos is None or pos[t]:  # C-SVC's loop: one maximum (pos None is compiled away)
                 if f >= gmax:
                     gmax = f
                     imax = t
@@ -1131,7 +1142,7 @@ def solve_smo(rows: Callable[[np.ndarray], np.ndarray], diag: np.ndarray, y: np.
     batch = int(max(1, min(batch, n_slots // 8)))
     # the compiled loop's arguments: arrays updated in place, never rebound
     args = (d.y, d.F, d.G_bar, d.alpha, d.Cb, d.QD, d.side, c.cache, c.slot_of, c.owner, c.last_used, d.active,
-            d.st, float(tol), d.need, XT, scratch, _loop_map(d, n), True if nu else None)
+            d.st, float(tol), d.need, XT, scratch, _loop_map(d, n), (d.y > 0) if nu else None)
     converged = True
     run = _jit("_run")
     observer = current_observer()
