@@ -156,6 +156,39 @@ class _Rows:
 
         return block
 
+    def on_columns(self, fetch, shared: bool = False):
+        """``fetch`` (rows of samples against all of them) as ``rows(idx, cols=None)``: rows against
+        samples ``cols`` (the batched solver's active variables after shrinking, its working set).
+        Dense RBF rows not read from a shared store (``shared``) are computed against those columns
+        only (the columns' features gathered once per set of columns: ``rows.few_columns``); others
+        are fetched whole and their columns taken."""
+        if shared or not (self.rbf and not self.pre and not is_sparse(self.X)):
+            def whole(idx: np.ndarray, cols: np.ndarray | None = None) -> np.ndarray:
+                return fetch(idx) if cols is None else np.ascontiguousarray(fetch(idx)[:, cols])
+
+            whole.few_columns = False
+            return whole
+        memo: list = []  # the last two sets of columns: (cols, their features, their -gamma |x|^2)
+
+        def rows(idx: np.ndarray, cols: np.ndarray | None = None) -> np.ndarray:
+            if cols is None:
+                return fetch(idx)
+            hit = [m for m in memo if m[0] is cols]
+            if not hit:
+                ct = torch.as_tensor(cols, device=self.X.device)
+                hit = [(cols, self.X[ct], self.nrm[ct])]
+                memo[:] = memo[-1:] + hit
+            _, Xc, nc = hit[0]
+            it = torch.as_tensor(idx, device=self.X.device)
+            D = torch.addmm(nc[None, :], self.X[it], Xc.T, alpha=2.0 * self.g)
+            block = to_numpy(D.add_(self.nrm[it][:, None]).clamp_max_(0.0).exp_())
+            if not np.isfinite(block).all():
+                raise _non_finite(self.owner)
+            return block
+
+        rows.few_columns = True
+        return rows
+
     def matvec(self, r, c, v) -> np.ndarray:
         if self.sparse_rows is not None:  # K[r][:, c] v = K[c][:, r]^T v, rows of c a batch at a time
             r, c = np.asarray(r, dtype=np.int64), np.asarray(c, dtype=np.int64)
@@ -351,9 +384,10 @@ def solve_on(est, Xt: torch.Tensor, idx: np.ndarray, y: np.ndarray, Cb: np.ndarr
         per_call = plan_rows(q, n * (Xt.element_size() + CACHE_ITEMSIZE), budget=est._budget, min_rows=1,
                              max_bytes=SVM_BATCH_BYTES, what="a block of kernel rows")
         fetch = shared.view(idx) if shared is not None else rows.reusing(per_call)
-        res = solve_batched(fetch, rows.diag(), y, Cb, q=q, cache_rows=cache_rows,
+        res = solve_batched(rows.on_columns(fetch, shared is not None), rows.diag(), y, Cb, q=q, cache_rows=cache_rows,
                             cache_dtype=np.float32, tol=solver_tol(est), max_iter=int(est.max_iter), p=p,
-                            alpha0=alpha0, rmap=rmap, nu=nu, rows_per_call=per_call, warm_batch=per_call)
+                            alpha0=alpha0, rmap=rmap, nu=nu, rows_per_call=per_call, warm_batch=per_call,
+                            shrinking=bool(est.shrinking), features=features)
         res.index = idx
         return res
     # the SMO's cached row holds one entry per sample (SVR's two variables of a sample read one)
