@@ -71,6 +71,32 @@ def test_gcv_of_the_learned_model_is_that_of_its_residuals(data):
     assert model.cv_error_ == pytest.approx((rss / len(y)) / (1 - df / len(y)) ** 2, rel=1e-6)
 
 
+def test_gcv_refuses_a_point_whose_residuals_are_rounding():
+    """Where A_c + alpha K_MM is ill-conditioned, |beta| is huge and rss = yy - 2 beta^T b + beta^T A beta
+    is rounding (it went negative on an optimiser's path, which then took it for the best point): the
+    GCV refuses such a point, and elsewhere equals the GCV of the residuals computed row by row."""
+    from mercer.linalg import kernel_statistics
+    from mercer.models.ridge._nystroem_cv import _centred, _solve, nystroem_gcv
+
+    rng = np.random.RandomState(0)
+    X = torch.tensor(rng.randn(400, 5))
+    y = (torch.sin(2 * X[:, 0]) + 3.0 + 0.1 * torch.tensor(rng.randn(400)))[:, None]
+    Z = X[:30]
+    for gamma, alpha, refused in ((1e-2, 1e-8, False), (1e-3, 1e-8, True), (1e-3, 1e-12, True), (1e-4, 1e-8, False)):
+        k = RBF(gamma=gamma)
+        stats = kernel_statistics(lambda t, k=k: k, torch.zeros(0, dtype=torch.float64), Z, X, y)
+        K_mm = k(Z, Z)
+        A, b, _, k_mean, y_mean = _centred(stats, 0, True)
+        L, beta = _solve(A, b, K_mm, alpha)
+        rss = float((((y - y_mean) - (k(X, Z) - k_mean) @ beta) ** 2).sum())  # no cancellation
+        s = 1.0 - (float(torch.cholesky_solve(A, L).diagonal().sum()) + 1.0) / 400
+        if refused:
+            with pytest.raises(FloatingPointError, match="rounding error"):
+                nystroem_gcv(stats, K_mm, alpha)
+        else:
+            assert float(nystroem_gcv(stats, K_mm, alpha)) == pytest.approx(rss / 400 / s**2, rel=1e-3)
+
+
 @pytest.mark.parametrize("coarse_rows", [None, [150]])
 def test_streamed_from_disk_learns_the_same(data, tmp_path, coarse_rows):
     X, y, _, _ = data

@@ -66,6 +66,10 @@ def _solve(A_c, b_c, K_mm, alpha):
     return L, torch.cholesky_solve(b_c, L)
 
 
+#: the GCV refuses a point whose residual sum of squares is below this many times its rounding error
+_RSS_ROUNDING = 8.0
+
+
 class _GCV(torch.autograd.Function):
     """``GCV(A_c, b_c, yy_c, K_MM, alpha)`` with its gradient written out. With ``H = A_c + alpha K_MM``
     (its Cholesky factor), ``beta = H^-1 b_c``, ``r = A_c beta - b_c``, ``u = H^-1 r``, ``S = H^-1 A_c H^-1``:
@@ -74,10 +78,18 @@ class _GCV(torch.autograd.Function):
     than autograd through the factorisation and the solves."""
 
     @staticmethod
-    def forward(ctx, A, b, yy, K, alpha, n_w, extra):
+    def forward(ctx, A, b, yy, K, alpha, n_w, extra, scale_A=0.0, scale_y=0.0):
         L, beta = _solve(A, b, K, alpha)
         Ab = A @ beta
         rss = yy - 2.0 * (beta * b).sum(0) + (beta * Ab).sum(0)
+        # rss cancels about eps (|beta|^2 tr(A) + y^T W y) (A, b and yy are sums rounded to eps, then
+        # centred; scale_A, scale_y: the uncentred traces): where H is ill-conditioned (tiny alpha),
+        # |beta| is huge and rss, even its sign, is rounding; such a value (a negative GCV on a path of
+        # NystroemKernelRidgeCV) would be taken for the best point
+        noise = torch.finfo(A.dtype).eps * ((beta * beta).sum(0) * scale_A + scale_y)
+        if not bool((rss > _RSS_ROUNDING * noise).all()):
+            raise FloatingPointError("GCV: the residual sum of squares is below its rounding error (A_c + alpha "
+                                     "K_MM is too ill-conditioned for the statistics' precision)")
         # df = tr(H^-1 A_c) from the triangular solves: as sum(H^-1 o A_c) it cancels digits where H is
         # ill-conditioned (tiny alpha), and L-BFGS stalls on the noise
         T = torch.cholesky_solve(A, L)
@@ -102,15 +114,19 @@ class _GCV(torch.autograd.Function):
         G_yy = c_rss.expand(b.shape[1]).clone() if need[2] else None
         G_K = alpha * G_H if need[3] else None
         G_alpha = (G_H * K).sum().reshape(alpha.shape) if need[4] else None
-        return G_A, G_b, G_yy, G_K, G_alpha, None, None
+        return G_A, G_b, G_yy, G_K, G_alpha, None, None, None, None
 
 
 def nystroem_gcv(stats, K_mm: torch.Tensor, alpha, *, fit_intercept: bool = True) -> torch.Tensor:
     """Generalised cross-validation of Nyström ridge from the statistics of one weight column
-    (see the module docstring); differentiable in the statistics, ``K_mm`` and ``alpha``."""
+    (see the module docstring); differentiable in the statistics, ``K_mm`` and ``alpha``. Raises
+    ``FloatingPointError`` where the residual sum of squares is below its rounding error (``A_c + alpha
+    K_MM`` too ill-conditioned): the optimiser counts such a point as failed."""
     A_c, b_c, yy_c, _, _ = _centred(stats, 0, fit_intercept)
     alpha = torch.as_tensor(alpha, dtype=A_c.dtype, device=A_c.device)
-    return _GCV.apply(A_c, b_c, yy_c, K_mm.to(A_c.dtype), alpha, stats.n_w[0], 1.0 if fit_intercept else 0.0)
+    scale_A, scale_y = float(stats.gram[0].detach().diagonal().sum()), float(stats.yy[0].detach().abs().max())
+    return _GCV.apply(A_c, b_c, yy_c, K_mm.to(A_c.dtype), alpha, stats.n_w[0], 1.0 if fit_intercept else 0.0,
+                      scale_A, scale_y)
 
 
 def nystroem_holdout_error(stats, K_mm: torch.Tensor, alpha, *, fit_intercept: bool = True) -> torch.Tensor:
