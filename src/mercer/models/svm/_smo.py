@@ -328,6 +328,16 @@ def _subtract_free_rows(F, coef, free, cols, cache, slot_of, owner, last_used, s
     return free.shape[0]
 
 
+# Order of the active set: the nu solver keeps it ascending (after shrinking, the samples that
+# stay keep their order; a reconstruction makes it 0, 1, ..., l - 1 again) instead of LIBSVM's
+# order, whose shrinking moves the last active sample into a shrunk one's place: its two passes
+# then read F, side and the kernel rows in address order, not scattered over arrays past the CPU
+# caches (NuSVR kin40k 20,000: fit CPU 0.57-0.64x, the same 69,190 iterations and decision values).
+# The order decides only exact ties between candidates (the last one wins, as in LIBSVM), which
+# can change the path LIBSVM's order would take; C-SVC and epsilon-SVR keep LIBSVM's order (their
+# iterates are LIBSVM's: KernelSVC at d = 2, C = 10 took 1,407 iterations in ascending order
+# against LIBSVM's 1,385, decision values 8e-4 apart).
+
 #: Bits of ``side[t]``: sample t can move up (Keerthi et al.'s I_up: y > 0 below C, or y < 0 above 0)
 #: and down (I_low). The loop keeps ``F = -y * G``, so the most violating pair is the largest F on
 #: I_up and the smallest on I_low, with no sign branches (``-y * G`` is exact: same iterates).
@@ -585,6 +595,12 @@ def _shrink(F, side, active, st, eps, y):
         st[_S_UNSHRINK] = 1
         if na < n:
             return True
+    # LIBSVM's Solver moves the last active sample into a shrunk one's place (its order decides ties,
+    # and the SVC / SVR iterates follow LIBSVM's); the nu solver's samples that stay keep their order,
+    # ascending (see the note on the order above _UP), those that leave go after them
+    left = np.empty(na if nu else 0, dtype=active.dtype)
+    kept = 0
+    gone = 0
     k = 0
     while k < na:
         t = active[k]
@@ -596,12 +612,23 @@ def _shrink(F, side, active, st, eps, y):
             shrunk = F[t] > (g1n if neg else g1)
         else:
             shrunk = False
-        if shrunk:
+        if nu:
+            if shrunk:
+                left[gone] = t
+                gone += 1
+            else:
+                active[kept] = t
+                kept += 1
+            k += 1
+        elif shrunk:
             na -= 1
             active[k] = active[na]
             active[na] = t
         else:
             k += 1
+    if nu:
+        active[kept:na] = left[:gone]
+        na = kept
     st[_S_ACTIVE] = na
     return False
 
@@ -1051,7 +1078,7 @@ def _reconstruct(d: _Dual, matvec, c: _RowCache, XT: np.ndarray, scratch: np.nda
     na = d.st[_S_ACTIVE]
     if na == n:
         return
-    inactive = d.active[na:]
+    inactive = d.active[na:].copy()
     free = np.flatnonzero((d.alpha > 0) & (d.alpha < d.Cb))
     d.F[inactive] = -d.y[inactive] * (d.G_bar[inactive] + d.p[inactive])  # F = -y G
     if free.size:
@@ -1063,6 +1090,8 @@ def _reconstruct(d: _Dual, matvec, c: _RowCache, XT: np.ndarray, scratch: np.nda
                                     scratch, done, r, _loop_map(d, c.slot_of.shape[0]))
         if not done.all():
             d.F[inactive] -= matvec(d.rmap[inactive], d.rmap[free[~done]], coef[~done])
+    if d.st[_S_NU] == 1:  # every variable, in address order (the note above _UP)
+        d.active[:] = np.arange(n, dtype=_ACTIVE_DTYPE)
     d.st[_S_ACTIVE] = n
 
 
