@@ -15,7 +15,7 @@ from ._factor import (ILL_CONDITIONED_ERROR, CholeskyFactor, NumericalWarning, b
 from ._mixed import (MixedSolveInfo, fill_lower_gram, fill_mixed_gram, gram_tile_plan, mixed_precision_solve,
                      symmetric_matvec)
 from ._operator import KernelOperator, Statistics
-from ._hyperstats import KernelStatistics, kernel_statistics, sample_row_bytes, statistics_rows
+from ._hyperstats import KernelStatistics, centres_gram, kernel_statistics, sample_row_bytes, statistics_rows
 from ._protocol import ProductOperator
 from ._sym_gram import SymmetricGram
 from ._preconditioner import FalkonPreconditioner, falkon_solve_bytes, lower_gram
@@ -108,4 +108,5 @@ __all__ = [
     "symmetric_matvec",
     "tensor_blocks",
     "top_eigenpairs",
+    "centres_gram",
 ]

@@ -37,7 +37,7 @@ from ..._sparse import as_sparse_rows, is_sparse, is_sparse_input
 from ..._validation import Interval, Options, check_at_most, check_params
 from ...approx import LANDMARKS_CONSTRAINTS, check_landmarks_param, select_landmarks
 from ...kernels import LearnableKernel
-from ...linalg import kernel_statistics, plan_rows, sample_row_bytes
+from ...linalg import centres_gram, kernel_statistics, plan_rows, sample_row_bytes
 from ...sources import RowSource
 from .._base import COMPUTE_CONSTRAINTS, KERNEL_CONSTRAINTS, KernelEstimatorMixin
 from .._hyperopt import (OPTIMIZER_CONSTRAINTS, check_bounds, check_target_scale, chol_with_jitter, minimise_into,
@@ -249,7 +249,8 @@ class _NystroemCVBase(KernelEstimatorMixin, BaseEstimator):
                 alpha = torch.exp(t[p]) if self.learn_alpha else torch.as_tensor(a0, dtype=t.dtype, device=t.device)
                 Zt = t[q:].reshape(M, d) if learn_z else Z
                 stats = kernel_statistics(lk.at, t[:p], Zt, Xs, Ys, Ws, memory_budget=plan, desc=owner)
-                value = objective(stats, lk.at(t[:p])(Zt), alpha * scale, fit_intercept=bool(self.fit_intercept))
+                K_mm = centres_gram(lk.at, t[:p], Zt)
+                value = objective(stats, K_mm, alpha * scale, fit_intercept=bool(self.fit_intercept))
                 path[-1] = float(value.detach())
                 return value
 
