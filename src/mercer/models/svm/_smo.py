@@ -988,11 +988,14 @@ def _warm_start(d: _Dual, alpha0: np.ndarray, rows, batch: int, cache_dtype) -> 
 def _warm_start_cached(d: _Dual, alpha0: np.ndarray, rows, batch: int, c: _RowCache, XT: np.ndarray,
                        scratch: np.ndarray) -> None:
     """:func:`_warm_start` through the row cache, as LIBSVM's start (its ``get_Q`` of each nonzero
-    variable goes through its kernel cache): the rows of the nonzero variables' samples are computed
-    once each (SVR's two variables of a sample read one row), as many as the cache holds are kept
-    there for the solve (the nu duals' first iterations need them: NuSVR kin40k 20,000 computed all
-    5,000 of them again in the loop), and the sums are :func:`_warm_start`'s, in its order, bit for
-    bit. In-loop rows (``XT`` holds the features) are computed as the loop computes them. Where
+    variable goes through its kernel cache), for the rows the start reads twice (SVR's two variables
+    of a sample read one row): each is computed once and, as many as the cache holds, kept there for
+    the solve (NuSVR kin40k 20,000 computed all 5,000 of them again in the loop); in-loop rows
+    (``XT`` holds the features) are computed as the loop computes them. The others (nu-SVC's,
+    one-class's: a row per variable) come in ``batch``-row blocks of ``rows``, as before, and are
+    not kept: caching NuSVC kin40k 20,000's 10,000 start rows took 1.4x its fit's CPU (the page
+    faults of 800 MB of fresh slots), while the loop needed 4,275 of them again. The sums are
+    :func:`_warm_start`'s, in its order, bit for bit. Where
     ``p`` and ``y`` are odd under the swap of SVR's two halves (the nu-SVR dual: variable ``t + n``
     is sample ``t`` with ``y`` and ``p`` negated), each term of ``G`` and ``G_bar`` at ``t + n`` is
     that at ``t`` negated, so only the first half is summed and the second is its negation, exactly."""
@@ -1006,8 +1009,9 @@ def _warm_start_cached(d: _Dual, alpha0: np.ndarray, rows, batch: int, c: _RowCa
     nz = np.flatnonzero(alpha0 > 0)
     if nz.size:
         need = rm[nz]
-        _, first = np.unique(need, return_index=True)
-        distinct = need[np.sort(first)][:c.owner.shape[0]]  # in order of first use, as many as the cache holds
+        _, first, count = np.unique(need, return_index=True, return_counts=True)
+        by_use = np.argsort(first)  # the rows read twice, in order of first use, as many as the cache holds
+        distinct = need[first[by_use][count[by_use] > 1]][:c.owner.shape[0]]
         for s in range(0, distinct.size, batch):
             part = distinct[s:s + batch]
             if inloop:
@@ -1016,20 +1020,16 @@ def _warm_start_cached(d: _Dual, alpha0: np.ndarray, rows, batch: int, c: _RowCa
                 c.store(part, rows(part), -1, d.st)
         accumulate = _jit("_start_gradient_rows")
         width = c.cache.shape[1]
+        buf = np.empty((min(batch, nz.size), width), dtype=c.cache.dtype)
         for s in range(0, nz.size, batch):
             part = nz[s:s + batch]
             src = c.slot_of[rm[part]]
-            missing = np.flatnonzero(src < 0)  # rows the cache could not hold
-            block = np.empty((missing.size, width), dtype=c.cache.dtype)
+            missing = np.flatnonzero(src < 0)  # rows read once, or that the cache could not hold
+            block = buf[:missing.size]
             if missing.size:
-                samples = rm[part[missing]]
-                if inloop:
-                    for k in range(samples.size):
-                        _jit("_rbf_row")(XT, int(samples[k]), block[k], scratch)
-                else:
-                    block[:, :n] = rows(samples)
-                    if width > n:
-                        block[:, n:] = block[:, c.tail]
+                block[:, :n] = rows(rm[part[missing]])
+                if width > n:
+                    block[:, n:] = block[:, c.tail]
                 src[missing] = -1 - np.arange(missing.size)
             accumulate(G, d.G_bar, c.cache, block, src, part, alpha0, d.Cb, y, n if mirror else l,
                        None if mirror else _loop_map(d, n))
