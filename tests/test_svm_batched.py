@@ -244,9 +244,10 @@ def test_select_alternates_violators_and_skips_kept():
 
 def test_auto_rule(monkeypatch):
     monkeypatch.setattr(_dual, "SOLVER", "auto")
-    for inloop, n in ((True, _dual.BATCHED_MIN_INLOOP), (False, _dual.BATCHED_MIN_BLOCKED)):
-        assert not _dual.use_batched(n - 1, inloop)
-        assert _dual.use_batched(n, inloop)
+    for inloop, sparse, n in ((True, False, _dual.BATCHED_MIN_INLOOP), (False, False, _dual.BATCHED_MIN_BLOCKED),
+                              (False, True, _dual.BATCHED_MIN_SPARSE)):
+        assert not _dual.use_batched(n - 1, inloop, sparse)
+        assert _dual.use_batched(n, inloop, sparse)
     monkeypatch.setattr(_dual, "SOLVER", "smo")
     assert not _dual.use_batched(10**9, False)
 

