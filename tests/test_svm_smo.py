@@ -351,3 +351,63 @@ def test_resumed_calls_keep_the_iterates(kind, monkeypatch):
     assert ref.converged and paused.n_iter == ref.n_iter and len(calls) > 40
     np.testing.assert_array_equal(paused.alpha, ref.alpha)
     assert paused.rho == ref.rho and paused.rows_computed == ref.rows_computed
+
+
+# -- the nu and one-class duals' start through the row cache ------------------------------------------------
+@pytest.mark.parametrize("layout", ["nusvr", "svr_pairs", "nusvc"])
+@pytest.mark.parametrize("slots", [400, 7])
+@pytest.mark.parametrize("inloop", [False, True])
+def test_cached_start_equals_the_plain_start(layout, slots, inloop):
+    # _warm_start_cached (the SMO's start: rows read twice computed once and kept in the cache, nu-SVR's
+    # sums over the first half, mirrored) gives _warm_start's F, G_bar and sides bit for bit, with a
+    # cache that holds every start row and one that holds 7; the rows it keeps are the kernel's rows
+    rng = np.random.default_rng(7)
+    n = 150
+    X = rng.normal(size=(n, 3))
+    XT = np.ascontiguousarray((X * np.sqrt(0.4)).T)
+    scratch = np.empty((3 * _smo._row_bands(), _smo._CHUNK))
+    K = np.empty((n, n), dtype=np.float32)  # the loop's own rows (what in-loop rows are)
+    for i in range(n):
+        _smo._rbf_row(XT, i, K[i], scratch)
+    t = np.sin(X[:, 0]) + 0.1 * rng.normal(size=n)
+    if layout == "nusvc":
+        y, p, rmap = np.where(X[:, 1] > 0, 1.0, -1.0), np.zeros(n), None
+        Cb = rng.uniform(0.5, 2.0, n)
+        a0 = np.where(rng.random(n) < 0.4, np.minimum(Cb, rng.uniform(0.0, 2.0, n)), 0.0)
+    else:  # 2n variables reading n rows; nu-SVR's p is odd under the swap of halves, epsilon-SVR's is not
+        y, rmap = np.r_[np.ones(n), -np.ones(n)], np.r_[np.arange(n), np.arange(n)]
+        p = np.r_[-t, t] if layout == "nusvr" else np.r_[0.1 - t, 0.1 + t]
+        Cb = np.full(2 * n, 1.5)
+        half = np.where(np.arange(n) < 50, 1.5, 0.0)
+        half[50] = 0.7
+        a0 = np.r_[half, half] if layout == "nusvr" else np.r_[half, np.where(np.arange(n) % 3 == 0, half, 0.0)]
+    qd = np.ones(len(y))
+    calls = []
+
+    def rows(idx):
+        calls.append(len(idx))
+        return K[idx].astype(np.float64)
+
+    ref = _smo._start(y, Cb, qd, shrinking=True, max_iter=-1, p=p, rmap=rmap)
+    _smo._warm_start(ref, a0, rows, 16, np.float32)
+    d = _smo._start(y, Cb, qd, shrinking=True, max_iter=-1, p=p, rmap=rmap)
+    c = _smo._RowCache(n, slots, np.float32)
+    calls.clear()
+    _smo._warm_start_cached(d, a0, rows, 16, c, XT if inloop else np.empty((0, 0)), scratch)
+    np.testing.assert_array_equal(d.F, ref.F)
+    np.testing.assert_array_equal(d.G_bar, ref.G_bar)
+    np.testing.assert_array_equal(d.side, ref.side)
+    np.testing.assert_array_equal(d.alpha, a0)
+    # rows read twice (SVR's two variables of a sample) are kept, as many as the cache holds
+    rm = np.arange(len(y)) % n
+    used = rm[a0 > 0]
+    vals, counts = np.unique(used, return_counts=True)
+    twice = vals[counts > 1]  # in order of first use too (the first half's variables come first)
+    kept = np.flatnonzero(c.slot_of >= 0)
+    np.testing.assert_array_equal(kept, twice[:slots])
+    assert d.st[_smo._S_ROWS] == len(kept) and d.st[_smo._S_USED] == len(kept)
+    for i in kept:
+        np.testing.assert_array_equal(c.cache[c.slot_of[i]], K[i])
+    # rows computed: each kept row once (in-loop: none from rows()), the others once per variable
+    from_rows = int(np.sum(calls))
+    assert from_rows == (0 if inloop else len(kept)) + int(np.sum(~np.isin(used, kept)))
