@@ -806,3 +806,32 @@ def test_model_holds_its_coefficients_and_sparse_values_once():
     two = KernelSVC(kernel="linear", C=1.0).fit(X, y % 2)
     np.testing.assert_allclose(two.dual_coef_, SVC(kernel="linear", C=1.0).fit(X, y % 2).dual_coef_.toarray(),
                                atol=1e-6)
+
+
+def test_sparse_fit_lends_x_without_keeping_it():
+    """A sparse fit reads the user's CSR arrays in place (no second copy of the data) but writes none and
+    keeps none: the user's matrix is unchanged by the fit (also a non-canonical one, which is sorted in a
+    copy), and changing it afterwards changes no prediction."""
+    import scipy.sparse as sp
+
+    rng = np.random.default_rng(3)
+    X = sp.random(150, 60, density=0.15, random_state=4, format="csr")
+    y = rng.integers(0, 3, 150)
+    Xq = X[:40].copy()
+    for canonical in (True, False):
+        Xf = X.copy()
+        if not canonical:  # reverse each row's entries: unsorted indices
+            for i in range(Xf.shape[0]):
+                a, b = Xf.indptr[i], Xf.indptr[i + 1]
+                Xf.indices[a:b] = Xf.indices[a:b][::-1].copy()
+                Xf.data[a:b] = Xf.data[a:b][::-1].copy()
+            Xf.has_sorted_indices = False
+        before = (Xf.data.copy(), Xf.indices.copy(), Xf.indptr.copy())
+        est = KernelSVC(kernel="rbf", gamma=0.5).fit(Xf, y)
+        for got, want in zip((Xf.data, Xf.indices, Xf.indptr), before):
+            np.testing.assert_array_equal(got, want)
+        dec = est.decision_function(Xq)
+        Xf.data[:] = 7.0
+        Xf.indices[:] = 0
+        np.testing.assert_array_equal(est.decision_function(Xq), dec)
+        np.testing.assert_allclose(dec, SVC(kernel="rbf", gamma=0.5).fit(X, y).decision_function(Xq), atol=1e-6)

@@ -65,16 +65,19 @@ def resolve_dtype(dtype=None, X=None) -> torch.dtype:
     return _DTYPES[key]
 
 
-def to_tensor(X, *, dtype: torch.dtype, device: torch.device) -> torch.Tensor | SparseRows:
+def to_tensor(X, *, dtype: torch.dtype, device: torch.device, share_sparse: bool = False) -> torch.Tensor | SparseRows:
     """Return a tensor holding ``X`` (never a view that could write to the user's array); sparse
-    input (scipy, torch sparse) becomes :class:`~mercer._sparse.SparseRows`, never dense.
+    input (scipy, torch sparse) becomes :class:`~mercer._sparse.SparseRows`, never dense
+    (``share_sparse``: a scipy CSR matrix's arrays lent, not copied: see
+    :func:`~mercer._sparse.as_sparse_rows`'s ``share``).
 
     A torch input is data, not a parameter: it is detached from any autograd graph (a tensor
     with ``requires_grad=True`` is accepted, and nothing mercer computes from it records a graph)
     and copied, so the user's tensor is never modified and never pinned by a fitted model.
     """
     if is_sparse_input(X):
-        rows = as_sparse_rows(X, dtype=dtype, device=device)  # a copy, unless X is SparseRows already
+        rows = as_sparse_rows(X, dtype=dtype, device=device, share=share_sparse)  # a copy, unless X is SparseRows
+        # already (or share_sparse)
         return rows.clone() if rows is X else rows
     if isinstance(X, torch.Tensor):
         return X.detach().to(device=device, dtype=dtype, copy=True)

@@ -71,8 +71,9 @@ class SparseRows:
     indptr : int64 tensor of shape (n + 1,)
         Row ``i`` holds entries ``indptr[i]:indptr[i + 1]`` of ``indices`` / ``data`` (absolute
         positions: a slice of rows keeps its parent's arrays).
-    indices : int64 tensor
-        Column of each entry, sorted within a row, no duplicates.
+    indices : int64 or int32 tensor
+        Column of each entry, sorted within a row, no duplicates (int32 where the rows hold a scipy
+        matrix's own indices: :func:`as_sparse_rows` with ``share=True``).
     data : float tensor
         Value of each entry (float32 or float64); its dtype and device are the rows'.
     n_features : int
@@ -130,12 +131,12 @@ class SparseRows:
         """What the planner counts per row instead of ``d``: the stored entries of an average row
         (value and column index, in units of one value), at least 1."""
         n = max(self.shape[0], 1)
-        per_entry = 1 + 8 / self.element_size()
+        per_entry = 1 + self.indices.element_size() / self.element_size()
         return max(1, int(np.ceil(self.nnz / n * per_entry)))
 
     def nbytes(self) -> int:
         """Bytes of the rows' own entries and row pointers."""
-        return self.nnz * (self.element_size() + 8) + (self.shape[0] + 1) * 8
+        return self.nnz * (self.element_size() + self.indices.element_size()) + (self.shape[0] + 1) * 8
 
     def to(self, *args, device=None, dtype=None, copy: bool = False) -> SparseRows:
         """The rows on ``device`` in ``dtype`` (a copy when either changes, or ``copy``); as
@@ -386,15 +387,16 @@ class SparseRows:
 
     # -- conversions ----------------------------------------------------------------------------
     def to_scipy(self, *, share_data: bool = False) -> sp.csr_matrix:
-        """The rows as a scipy CSR matrix (on the CPU; a copy). ``share_data``: its values are these
-        rows' own where they can be (CPU rows that are their own entries: :meth:`compact` is a view),
-        only the indices copied (scipy keeps them int32 where they fit, these rows int64)."""
+        """The rows as a scipy CSR matrix (on the CPU; a copy). ``share_data``: its values, and its
+        column indices where they are int32 (scipy keeps them int32 where they fit), are these rows'
+        own where they can be (CPU rows that are their own entries: :meth:`compact` is a view)."""
         c = self.compact().cpu()
-        data = c.data.numpy()
+        data, indices = c.data.numpy(), c.indices.numpy()
         if not (share_data and c is self and self.device.type == "cpu"):
             data = data.copy()
-        return sp.csr_matrix((data, c.indices.numpy().copy(), c.indptr.numpy().copy()), shape=tuple(self.shape),
-                             copy=False)
+        if not (share_data and indices.dtype == np.int32 and c is self and self.device.type == "cpu"):
+            indices = indices.copy()
+        return sp.csr_matrix((data, indices, c.indptr.numpy().copy()), shape=tuple(self.shape), copy=False)
 
     def to_dense(self) -> torch.Tensor:
         """The ``(n, d)`` dense tensor (for small blocks and tests: it holds ``n d`` values)."""
@@ -448,10 +450,14 @@ def _canonical_csr(X) -> sp.csr_matrix:
     return X
 
 
-def as_sparse_rows(X, *, dtype: torch.dtype | None = None, device=None) -> SparseRows:
+def as_sparse_rows(X, *, dtype: torch.dtype | None = None, device=None, share: bool = False) -> SparseRows:
     """:class:`SparseRows` holding ``X``: a scipy sparse matrix or array, a torch sparse tensor
     (CSR or COO), :class:`SparseRows`, or dense rows (a tensor or an array: their non-zeros).
-    The result never shares memory with a user's scipy or torch object (a copy)."""
+    The result never shares memory with a user's scipy or torch object (a copy), unless ``share``:
+    then a canonical scipy CSR matrix on the CPU in the requested dtype lends its values and column
+    indices (kept int32 where they are; only the row pointers are made int64), for a caller that
+    never writes them and keeps no view of them past its call (a fit whose model copies what it
+    keeps): its data then cost no second copy."""
     if isinstance(X, SparseRows):
         return X.to(device=device, dtype=dtype)
     if isinstance(X, torch.Tensor):
@@ -475,9 +481,10 @@ def as_sparse_rows(X, *, dtype: torch.dtype | None = None, device=None) -> Spars
         X = sp.csr_matrix(np.asarray(X))
     X = _canonical_csr(X)
     np_dtype = np.float32 if dtype == torch.float32 or (dtype is None and X.dtype == np.float32) else np.float64
-    data = torch.from_numpy(np.array(X.data, dtype=np_dtype))
-    rows = SparseRows(torch.from_numpy(X.indptr.astype(np.int64)), torch.from_numpy(X.indices.astype(np.int64)),
-                      data, X.shape[1])
+    lend = share and (device is None or torch.device(device).type == "cpu") and X.indices.dtype in (np.int32, np.int64)
+    data = torch.from_numpy(np.asarray(X.data, dtype=np_dtype) if lend else np.array(X.data, dtype=np_dtype))
+    indices = np.asarray(X.indices) if lend else X.indices.astype(np.int64)
+    rows = SparseRows(torch.from_numpy(X.indptr.astype(np.int64)), torch.from_numpy(indices), data, X.shape[1])
     return rows.to(device=device)
 
 

@@ -141,8 +141,10 @@ class KernelEstimatorMixin(StreamedMethodsMixin):
         self._device = resolve_device(device)
         self._dtype = resolve_dtype(self.dtype, X)
 
-    def _tensor(self, X) -> torch.Tensor:
-        return to_tensor(X, dtype=self._dtype, device=self._device)
+    def _tensor(self, X, *, share_sparse: bool = False) -> torch.Tensor:
+        """``X`` as a tensor or sparse rows in the estimator's dtype and device (a copy; ``share_sparse``:
+        a scipy CSR matrix's arrays lent instead, for a fit that keeps only copies of its rows)."""
+        return to_tensor(X, dtype=self._dtype, device=self._device, share_sparse=share_sparse)
 
     def _check_sparse_fit(self, X) -> None:
         """``TypeError`` saying why and what to use when ``X`` is sparse and ``fit`` cannot keep it so."""

@@ -432,7 +432,9 @@ class KernelSVC(_SVCDecisionMixin, KernelEstimatorMixin, ClassifierMixin, BaseEs
             warnings.warn(f"{type(self).__name__}: the sigmoid kernel is not positive semi-definite in general; the "
                           "dual may be non-convex (SMO still terminates, with LIBSVM's curvature fix).",
                           NumericalWarning, stacklevel=3)
-        Xt = self._tensor(X)
+        # sparse X lends its arrays (no second copy of the data): the fit never writes them, and the model
+        # keeps copies of the support vectors' rows (Xt[order]), never a view of Xt
+        Xt = self._tensor(X, share_sparse=True)
         self.shape_fit_ = tuple(X.shape)
         with _smo_threads(Xt.device):
             self._fit_machines(Xt, yi, Cb)
