@@ -215,24 +215,6 @@ class _SparseRBFGradient(_RBFGradient):
             self.d_scale.add_(P.sum()).add_(diag_adjoint.sum() * float(self.scale))
 
 
-#: ``K^T W K`` as its upper block row and lower diagonal block from ``m`` columns on: three quarters of
-#: the flops of the full product (1.2x faster at 2,000 x 200, one thread; history/tunefast2-*.md)
-_SPLIT_GRAM_AT = 64
-
-
-def _add_upper_gram(gram: torch.Tensor, WK: torch.Tensor, K: torch.Tensor, split: int) -> None:
-    """``gram += WK^T K`` in float64 (the tile's dtype in the product): all of it without ``split``,
-    else only the blocks ``[:split, :]`` and ``[split:, split:]`` (the caller mirrors the rest)."""
-    if not split:
-        gram.add_(WK.mT @ K)
-    elif K.dtype == torch.float64:
-        gram[:split].addmm_(WK[:, :split].mT, K)
-        gram[split:, split:].addmm_(WK[:, split:].mT, K[:, split:])
-    else:
-        gram[:split].add_(WK[:, :split].mT @ K)
-        gram[split:, split:].add_(WK[:, split:].mT @ K[:, split:])
-
-
 class _Pass:
     """The data of one call (inputs, targets, weights, block size) and its two passes."""
 
@@ -256,7 +238,6 @@ class _Pass:
 
     def forward(self, theta, Z):
         m, t, g = Z.shape[0], self.Y.shape[1], self.W.shape[1]
-        split = m // 2 if m >= _SPLIT_GRAM_AT else 0
         f64 = dict(dtype=torch.float64, device=Z.device)
         gram, rhs = torch.zeros(g, m, m, **f64), torch.zeros(g, m, t, **f64)
         colsum, kdiag = torch.zeros(g, m, **f64), torch.zeros(g, **f64)
@@ -274,10 +255,9 @@ class _Pass:
                 rhs.add_(RK[:, :t].mT)
                 colsum.add_(RK[:, t])
                 for j in range(g):
-                    _add_upper_gram(gram[j], Kb if self.ones else Kb * Wd[:, j, None], Kb, split)
+                    WK = Kb if self.ones else Kb * Wd[:, j, None]
+                    gram[j].add_(WK.mT @ Kb)  # the tile's dtype, summed in float64
                 kdiag.add_(Wd.mT.to(torch.float64) @ k.diag(Xb).to(torch.float64))
-        if split:  # the lower off-diagonal block, from the upper one
-            gram[:, split:, :split] = gram[:, :split, split:].mT
         gram = 0.5 * (gram + gram.mT)  # exactly symmetric (the products' rounding is not)
         return gram, rhs, colsum, kdiag
 
