@@ -86,8 +86,11 @@ class _GCV(torch.autograd.Function):
         # centred; scale_A, scale_y: the uncentred traces): where H is ill-conditioned (tiny alpha),
         # |beta| is huge and rss, even its sign, is rounding; such a value (a negative GCV on a path of
         # NystroemKernelRidgeCV) would be taken for the best point
-        noise = torch.finfo(A.dtype).eps * ((beta * beta).sum(0) * scale_A + scale_y)
-        if not bool((rss > _RSS_ROUNDING * noise).all()):
+        # (a target fitted exactly, beta ~ 0 and rss ~ 0 -- one class's codes --, is no such point: the
+        # refusal needs the beta term to dominate the rounding)
+        eps = torch.finfo(A.dtype).eps
+        noise = eps * (beta * beta).sum(0) * scale_A
+        if bool(((rss <= _RSS_ROUNDING * noise) & (noise > eps * scale_y)).any()):
             raise FloatingPointError("GCV: the residual sum of squares is below its rounding error (A_c + alpha "
                                      "K_MM is too ill-conditioned for the statistics' precision)")
         # df = tr(H^-1 A_c) from the triangular solves: as sum(H^-1 o A_c) it cancels digits where H is
