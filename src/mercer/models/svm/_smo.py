@@ -332,7 +332,7 @@ def _subtract_free_rows(F, coef, free, cols, cache, slot_of, owner, last_used, s
 # stay keep their order; a reconstruction makes it 0, 1, ..., l - 1 again) instead of LIBSVM's
 # order, whose shrinking moves the last active sample into a shrunk one's place: its two passes
 # then read F, side and the kernel rows in address order, not scattered over arrays past the CPU
-# caches (NuSVR kin40k 20,000: fit CPU 0.57-0.64x, the same 69,190 iterations and decision values).
+# caches (the same iterations and decision values; timings in benchmarks/results/svm/history/nusvr-ab.md).
 # The order decides only exact ties between candidates (the last one wins, as in LIBSVM), which
 # can change the path LIBSVM's order would take; C-SVC and epsilon-SVR keep LIBSVM's order (their
 # iterates are LIBSVM's: KernelSVC at d = 2, C = 10 took 1,407 iterations in ascending order
@@ -993,8 +993,8 @@ def _warm_start_cached(d: _Dual, alpha0: np.ndarray, rows, batch: int, c: _RowCa
     the solve (NuSVR kin40k 20,000 computed all 5,000 of them again in the loop); in-loop rows
     (``XT`` holds the features) are computed as the loop computes them. The others (nu-SVC's,
     one-class's: a row per variable) come in ``batch``-row blocks of ``rows``, as before, and are
-    not kept: caching NuSVC kin40k 20,000's 10,000 start rows took 1.4x its fit's CPU (the page
-    faults of 800 MB of fresh slots), while the loop needed 4,275 of them again. The sums are
+    not kept: a row per variable, most of which the loop never reads again, costs the page faults of
+    fresh slots for nothing (benchmarks/results/svm/history/nusvr-ab.md). The sums are
     :func:`_warm_start`'s, in its order, bit for bit. Where
     ``p`` and ``y`` are odd under the swap of SVR's two halves (the nu-SVR dual: variable ``t + n``
     is sample ``t`` with ``y`` and ``p`` negated), each term of ``G`` and ``G_bar`` at ``t + n`` is
