@@ -23,7 +23,7 @@ sets of ``q`` variables:
    below ``max(tol, first violation / 10)`` or ``100 q`` iterations (oneDAL's and ThunderSVM's
    local stopping rule).
 4. **Gradient.** ``F -= K[:, W] (y dalpha)_W`` over the active variables, from the kernel rows of
-   the variables the inner solve moved (a third of the set at nycflights13 50k): looked up in an
+   the variables the inner solve moved (typically a fraction of the set): looked up in an
    LRU cache of float32 rows (LIBSVM's, sized by the caller from the memory plan), the missing
    ones computed in one call (in-loop RBF rows on every core, straight into the cache; or the
    caller's ``rows(idx, cols)``: the kernel classes / block engine, several calls when one would
@@ -46,8 +46,8 @@ updated. ``rho`` (and Solver_NU's ``r``) come from the final gradient by LIBSVM'
 
 In-loop RBF rows are computed in float32 where the cache is float32 and ``tol`` is at least
 :data:`F32_ROWS_TOL` (their squared distances then carry ~5e-7 relative error, kernel values ~2e-7
-absolute, three times the cache's own rounding and far below what such a ``tol`` resolves; the
-rows cost ~2/3 of float64's at nycflights13 50k); else in the data's precision, rounded to the
+absolute, three times the cache's own rounding and far below what such a ``tol`` resolves; timings
+in benchmarks/results/svm/history/batchshrink-crossover.md); else in the data's precision, rounded to the
 cache's as LIBSVM's (float32 rows moved the diabetes SVR's dual coefficients by 9e-5 at tol = 1e-7,
 where LIBSVM's are matched to 1e-5).
 

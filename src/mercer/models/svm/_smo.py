@@ -990,7 +990,7 @@ def _warm_start_cached(d: _Dual, alpha0: np.ndarray, rows, batch: int, c: _RowCa
     """:func:`_warm_start` through the row cache, as LIBSVM's start (its ``get_Q`` of each nonzero
     variable goes through its kernel cache), for the rows the start reads twice (SVR's two variables
     of a sample read one row): each is computed once and, as many as the cache holds, kept there for
-    the solve (NuSVR kin40k 20,000 computed all 5,000 of them again in the loop); in-loop rows
+    the solve (the loop would otherwise compute them again); in-loop rows
     (``XT`` holds the features) are computed as the loop computes them. The others (nu-SVC's,
     one-class's: a row per variable) come in ``batch``-row blocks of ``rows``, as before, and are
     not kept: a row per variable, most of which the loop never reads again, costs the page faults of
