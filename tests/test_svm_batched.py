@@ -10,11 +10,13 @@ import subprocess
 import numpy as np
 import pytest
 import scipy.sparse as sp
+import torch
 from sklearn import svm
-from sklearn.datasets import load_breast_cancer, load_diabetes, load_digits, load_wine
+from sklearn.datasets import load_breast_cancer, load_diabetes, load_digits, load_wine, make_classification
 from sklearn.preprocessing import StandardScaler
 from test_svm_family import _kept
 
+from mercer.kernels import RBF
 from mercer.models.svm import KernelSVC, KernelSVR, NuSVC, NuSVR, OneClassSVM
 from mercer.models.svm import _batched, _dual
 
@@ -274,3 +276,61 @@ def test_observer_and_ctrl_c_between_outer_iterations(batched, cancer):
     assert len(seen) == 2 and 0 < seen[0] < seen[1]
     with pytest.raises(NotFittedError):
         est.predict(X)
+
+
+# -- float32 products for dense RBF rows (_dual.f32_products) ----------------------------------------------
+def _rows_both(X, gamma, **kw):
+    Xt = torch.as_tensor(X)
+    k = RBF(gamma=gamma)
+    f64 = _dual._Rows(k, Xt, 2**30)
+    f32 = _dual._Rows(k, Xt, 2**30, f32=True, **kw)
+    idx = np.arange(0, len(X), 7)
+    return f64(idx), f32(idx), f32
+
+
+def test_f32_products_match_the_float64_rows_within_their_bound():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(600, 100))
+    g = 1.0 / (X.shape[1] * X.var())
+    for offset in (0.0, 1e4):  # centred first: a common offset costs the float32 products nothing
+        a, b, rows = _rows_both(X + offset, g)
+        assert rows.P.dtype == torch.float32
+        # the bound F32_ROWS_MAX_ERR puts on the exponent's rounding, as a relative error of the kernel
+        np.testing.assert_allclose(b, a, rtol=2 * _dual.F32_ROWS_MAX_ERR, atol=0)
+    # rows on given products (a multi-machine fit's, gathered) are those made here
+    pre = _dual.f32_products(torch.as_tensor(X), g)
+    it = torch.arange(0, 600, 2)
+    own = _dual._Rows(RBF(gamma=g), torch.as_tensor(X[::2]), 2**30, products=(pre[0][it], pre[1][it]))
+    np.testing.assert_allclose(own(np.arange(0, 300, 7)), _rows_both(X[::2], g)[0], rtol=2 * _dual.F32_ROWS_MAX_ERR)
+
+
+def test_f32_products_refused_where_their_rounding_would_show():
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(300, 30))
+    assert _dual.f32_products(torch.as_tensor(X), 0.5) is None  # gamma |x|^2 ~ 15: tiny kernel values
+    assert _dual.f32_products(torch.as_tensor(X * 1e20), 1e-45) is None  # squared norms past float32's range
+    assert _dual.f32_products(torch.as_tensor(X.astype(np.float32)), 0.01) is None  # float32 data: its own products
+    _, _, rows = _rows_both(X, 0.5)
+    assert rows.P.dtype == torch.float64  # the float64 products, exactly LIBSVM's
+
+
+def test_f32_rows_only_for_large_fits_at_loose_tol(monkeypatch):
+    """Below F32_ROWS_MIN samples or at tol < F32_ROWS_TOL the rows are float64 products (LIBSVM's
+    iterates, step for step); above, float32 products whose model is LIBSVM's within its tol."""
+    assert not _dual.f32_rows(KernelSVC(), _dual.F32_ROWS_MIN - 1)
+    assert _dual.f32_rows(KernelSVC(), _dual.F32_ROWS_MIN)
+    assert not _dual.f32_rows(KernelSVC(tol=1e-6), 10**6)
+    monkeypatch.setattr(_dual, "F32_ROWS_MIN", 100)
+    made = []
+    real = _dual.f32_products
+    monkeypatch.setattr(_dual, "f32_products", lambda *a: made.append(1) or real(*a))
+    X, y = make_classification(n_samples=900, n_features=100, n_informative=8, n_redundant=0, n_classes=3,
+                               random_state=0)
+    X = StandardScaler().fit_transform(X)
+    ours = KernelSVC(decision_function_shape="ovo").fit(X, y)
+    assert made == [1]  # once for the fit, its three machines gather theirs
+    ref = svm.SVC(decision_function_shape="ovo").fit(X, y)
+    assert len(np.setxor1d(ours.support_, ref.support_)) <= 2
+    dec = ref.decision_function(X)
+    np.testing.assert_allclose(ours.decision_function(X), dec, rtol=0, atol=2e-3 * np.abs(dec).max())
+    assert not hasattr(ours, "_f32_products")  # the fit's scratch is not kept

@@ -23,7 +23,7 @@ from ..._backend import row_sq_norms, to_numpy
 from ..._sparse import is_sparse
 from ...kernels import RBF, Kernel
 from ...linalg import SVM_BATCH_BYTES, KernelOperator, MiB, NumericalWarning, plan_rows, row_blocks
-from ._batched import solve_batched, working_set_size
+from ._batched import F32_ROWS_TOL, solve_batched, working_set_size
 from ._smo import SMOResult, solve_smo
 from ._sparse_rows import SparseKernelRows, supports
 
@@ -67,6 +67,14 @@ FILL_ALL_FROM = 0.4
 SHARE_ROWS = True
 
 
+#: Largest bound on the rounding error that float32 products put in the RBF's exponent
+#: (``2 eps32 gamma max |x - mean|^2``) at which :class:`_Rows` computes dense RBF rows in float32:
+#: kernel values then carry a relative error at most about 16 times the float32 cache's own.
+F32_ROWS_MAX_ERR = 1e-6
+#: Fits from this many samples compute dense RBF rows in float32 products (:func:`f32_rows`).
+F32_ROWS_MIN = BATCHED_MIN_BLOCKED
+
+
 def use_batched(n: int, inloop: bool, sparse: bool = False) -> bool:
     """Whether :func:`solve_on` runs the batched working-set solver on a problem of ``n`` samples
     (``inloop``: the SMO loop would compute RBF rows itself; ``sparse``: its rows are sparse products)."""
@@ -84,7 +92,8 @@ def _non_finite(owner: str) -> ValueError:
 class _Rows:
     """Kernel rows, diagonal and blocked products on one (sub)problem's samples."""
 
-    def __init__(self, kernel: Kernel, Xs: torch.Tensor, budget: int, cols=None, owner: str = "KernelSVC"):
+    def __init__(self, kernel: Kernel, Xs: torch.Tensor, budget: int, cols=None, owner: str = "KernelSVC",
+                 f32: bool = False, products: tuple[torch.Tensor, torch.Tensor] | None = None):
         self.kernel, self.X, self.budget, self.owner = kernel, Xs, budget, owner
         self.pre = kernel.is_precomputed
         if self.pre:  # Xs: rows of the Gram matrix restricted to this problem's columns
@@ -95,6 +104,11 @@ class _Rows:
         if self.rbf and self.sparse_rows is None:
             self.g = float(kernel.gamma if kernel.gamma is not None else 1.0 / Xs.shape[1])
             self.nrm = row_sq_norms(Xs).mul_(-self.g)
+            # the products' features and their -gamma |x|^2: the data's, or float32 ones (``f32``:
+            # made here; ``products``: given, the fit's rows of f32_products)
+            if products is None and f32:
+                products = f32_products(Xs, self.g)
+            self.P, self.pn = (Xs, self.nrm) if products is None else products
 
     def features(self) -> np.ndarray | None:
         """For the RBF kernel at few features on the CPU: the samples' features times sqrt(gamma),
@@ -133,12 +147,12 @@ class _Rows:
         """Kernel values of samples ``it`` against samples ``cols`` (dense or sparse products, not
         precomputed), in the data's dtype: the RBF's as ``exp(min(0, 2 g x.z - g|x|^2 - g|z|^2))``."""
         if self.rbf and not is_sparse(self.X):  # sparse rows: the kernel's own sparse product
-            Xc, nc = self.X[cols], self.nrm[cols]
+            Xc, nc = self.P[cols], self.pn[cols]
             if out is not None:
-                D = torch.addmm(nc[None, :], self.X[it], Xc.T, alpha=2.0 * self.g, out=out)
+                D = torch.addmm(nc[None, :], self.P[it], Xc.T, alpha=2.0 * self.g, out=out)
             else:
-                D = torch.addmm(nc[None, :], self.X[it], Xc.T, alpha=2.0 * self.g)
-            return D.add_(self.nrm[it][:, None]).clamp_max_(0.0).exp_()
+                D = torch.addmm(nc[None, :], self.P[it], Xc.T, alpha=2.0 * self.g)
+            return D.add_(self.pn[it][:, None]).clamp_max_(0.0).exp_()
         return self.kernel(self.X[it], self.X[cols])
 
     def reusing(self, m: int):
@@ -154,7 +168,7 @@ class _Rows:
             if len(idx) > min(m, n):
                 return self(idx)
             if not buf:
-                buf.append(torch.empty((min(m, n), n), dtype=self.X.dtype, device=self.X.device))
+                buf.append(torch.empty((min(m, n), n), dtype=self.P.dtype, device=self.X.device))
             return self(idx, buf[0][:len(idx)])
 
         return block
@@ -179,12 +193,12 @@ class _Rows:
             hit = [m for m in memo if m[0] is cols]
             if not hit:
                 ct = torch.as_tensor(cols, device=self.X.device)
-                hit = [(cols, self.X[ct], self.nrm[ct])]
+                hit = [(cols, self.P[ct], self.pn[ct])]
                 memo[:] = memo[-1:] + hit
             _, Xc, nc = hit[0]
             it = torch.as_tensor(idx, device=self.X.device)
-            D = torch.addmm(nc[None, :], self.X[it], Xc.T, alpha=2.0 * self.g)
-            block = to_numpy(D.add_(self.nrm[it][:, None]).clamp_max_(0.0).exp_())
+            D = torch.addmm(nc[None, :], self.P[it], Xc.T, alpha=2.0 * self.g)
+            block = to_numpy(D.add_(self.pn[it][:, None]).clamp_max_(0.0).exp_())
             if not np.isfinite(block).all():
                 raise _non_finite(self.owner)
             return block
@@ -215,15 +229,17 @@ class SharedRows:
     store holds the float32 kernel matrix of all ``n`` samples, one ``(n, n_c)`` matrix of columns per
     class ``c`` (samples sorted by class), and fills it one (sample, class) block at a time: the first
     machine that asks for sample ``s``'s row computes ``s`` against every sample of the machine's
-    classes (blocked products through :class:`_Rows`, in the data's dtype, then rounded to float32
-    as the machines' caches would); every later machine reads what is there and computes only the
+    classes (blocked products through :class:`_Rows`, in the data's dtype or, in a fit's float32
+    products (:func:`fit_products`), the machines'; then rounded to float32 as the machines' caches
+    would); every later machine reads what is there and computes only the
     blocks of classes not yet seen. No block is computed twice, and no block that no machine asks for
     is computed (at n = 20,000 on Fashion-MNIST the machines ask for a third of the matrix). The rows
     handed to a machine are its samples' columns gathered from the store (:meth:`view`): the float32
     values its cache would have held, so the iterates are those of rows computed per machine.
     """
 
-    def __init__(self, kernel: Kernel, Xt: torch.Tensor, yi: np.ndarray, budget: int, owner: str):
+    def __init__(self, kernel: Kernel, Xt: torch.Tensor, yi: np.ndarray, budget: int, owner: str,
+                 products: tuple[torch.Tensor, torch.Tensor] | None = None):
         self.source = Xt
         order = np.argsort(yi, kind="stable")  # samples by class, in the order of the data within one
         self.pos = np.empty(len(yi), dtype=np.int64)
@@ -231,7 +247,9 @@ class SharedRows:
         counts = np.bincount(yi)
         self.start = np.concatenate([[0], np.cumsum(counts)])
         self.cls = np.asarray(yi)
-        self.rows = _Rows(kernel, Xt[torch.as_tensor(order, device=Xt.device)], budget, owner=owner)
+        ot = torch.as_tensor(order, device=Xt.device)
+        self.rows = _Rows(kernel, Xt[ot], budget, owner=owner,
+                          products=None if products is None else (products[0][ot], products[1][ot]))
         n = len(yi)
         # pages are touched as blocks are written: the part of the matrix no machine asks for costs nothing
         self.K = [torch.empty((n, int(m)), dtype=torch.float32, device=Xt.device) for m in counts]
@@ -333,13 +351,49 @@ def shared_rows(est, Xt: torch.Tensor, yi: np.ndarray, n_machines: int) -> Share
     probe = _Rows(est.kernel_, Xt, est._budget, owner=type(est).__name__)
     if probe.sparse_rows is not None or probe.features() is not None:
         return None
-    return SharedRows(est.kernel_, Xt, yi, est._budget, type(est).__name__)
+    return SharedRows(est.kernel_, Xt, yi, est._budget, type(est).__name__,
+                      products=getattr(est, "_f32_products", None))
 
 
 def _cache_bytes(est) -> int:
     """The row cache's capacity in bytes: LIBSVM's ``cache_size`` (MiB) or the plan's share."""
     # (a cache_size of 1e308 MiB is inf bytes: capped, never int(inf))
     return est._plan.share("row cache") if est.cache_size is None else int(min(est.cache_size * MiB, 2.0**62))
+
+
+def f32_rows(est, n: int) -> bool:
+    """Whether a fit on ``n`` samples computes its dense RBF rows (rounded to the float32 row cache)
+    in float32 products (:class:`_Rows`): from :data:`F32_ROWS_MIN` samples, at a ``tol`` of at least
+    :data:`~mercer.models.svm._batched.F32_ROWS_TOL` (as the batched solver's in-loop rows). Smaller
+    fits keep LIBSVM's float64 products and with them its iterates, step for step."""
+    return n >= F32_ROWS_MIN and float(est.tol) >= F32_ROWS_TOL
+
+
+def f32_products(X: torch.Tensor, g: float) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """Features and ``-g |x|^2`` for RBF rows of float64 data ``X`` in float32 products: the samples
+    centred first (the kernel is translation invariant), so that the dot products' rounding is
+    relative to the data's spread, not to a common offset. None (float64 products) where that
+    rounding may exceed :data:`F32_ROWS_MAX_ERR` in the exponent (a large gamma: tiny kernel values,
+    whose relative error it is) or the centred squared norms come near float32's range."""
+    if X.dtype != torch.float64 or not X.shape[0]:
+        return None
+    Xc = X - X.mean(0)
+    sq = row_sq_norms(Xc)
+    top = float(sq.max())
+    if not math.isfinite(top) or top > torch.finfo(torch.float32).max / 8 \
+            or 2 * torch.finfo(torch.float32).eps * g * top > F32_ROWS_MAX_ERR:
+        return None
+    return Xc.to(torch.float32), sq.mul_(-g).to(torch.float32)
+
+
+def fit_products(est, Xt: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """A multi-machine fit's :func:`f32_products` of all its samples, made once: its machines (and its
+    :class:`SharedRows`) gather their rows' (None where rows are not such products)."""
+    k = est.kernel_
+    if not (f32_rows(est, Xt.shape[0]) and type(k) is RBF and not k.is_ard and not is_sparse(Xt)
+            and Xt.layout == torch.strided):
+        return None
+    return f32_products(Xt, float(k.gamma if k.gamma is not None else 1.0 / Xt.shape[1]))
 
 
 def solver_tol(est) -> float:
@@ -364,8 +418,10 @@ def solve_on(est, Xt: torch.Tensor, idx: np.ndarray, y: np.ndarray, Cb: np.ndarr
     """
     n = len(idx)
     it = torch.as_tensor(idx, device=Xt.device)
+    pre = getattr(est, "_f32_products", None)
     rows = _Rows(est.kernel_, Xt[it], est._budget, cols=it if est.kernel_.is_precomputed else None,
-                 owner=type(est).__name__)
+                 owner=type(est).__name__, f32=f32_rows(est, Xt.shape[0]),
+                 products=None if pre is None else (pre[0][it], pre[1][it]))
     width = 2 * n if pairs else n  # the batched solver's cached row holds one entry per variable
     # The cache's capacity (LIBSVM's cache_size): at least the two rows of the pair being updated.
     cache_bytes = _cache_bytes(est)

@@ -38,7 +38,7 @@ from .._base import COMPUTE_CONSTRAINTS, KernelEstimatorMixin
 from ._common import (AT_LEAST_ONE, CLASS_WEIGHT_CONSTRAINT, POSITIVE, POSITIVE_OR_INF, SVC_KERNEL_CONSTRAINTS,
                       _class_weights, _contains_sigmoid, _few_threads, _labels, _predict_labels, svc_kernel)
 from ._platt import _sigmoid_train, class_probabilities
-from ._dual import _INLOOP_MAX_FEATURES, _Rows, shared_rows, solve_on  # noqa: F401  (tests read them here)
+from ._dual import _INLOOP_MAX_FEATURES, _Rows, fit_products, shared_rows, solve_on  # noqa: F401  (tests read them here)
 from ._smo import SMOResult
 
 __all__ = ["KernelSVC"]
@@ -482,8 +482,9 @@ class KernelSVC(_SVCDecisionMixin, KernelEstimatorMixin, ClassifierMixin, BaseEs
         self.fit_status_ = 0
         gen = _probability_rng(self.random_state)
         # a sample's kernel rows, computed once for all its machines (None: each machine computes its own)
-        self._shared_rows = shared_rows(self, Xt, yi, len(machines))
         try:
+            self._f32_products = fit_products(self, Xt)  # before the store: it gathers them too
+            self._shared_rows = shared_rows(self, Xt, yi, len(machines))
             for p, (pos, neg) in enumerate(machines):
                 # LIBSVM orders a pair's samples by class: all of class i, then all of class j.
                 idx = (np.concatenate([np.flatnonzero(yi == c) for c in pos + neg]) if self._mode == "ovo"
@@ -509,7 +510,8 @@ class KernelSVC(_SVCDecisionMixin, KernelEstimatorMixin, ClassifierMixin, BaseEs
                 if self.probability:
                     probs.append(self._platt(Xt, idx, ybin, Cb[idx], gen))
         finally:
-            del self._shared_rows  # the store is the fit's scratch, not the model's
+            for scratch in ("_f32_products", "_shared_rows"):  # the fit's, not the model's
+                self.__dict__.pop(scratch, None)
         if nonpsd:
             warnings.warn(f"{owner}: the kernel matrix is not positive semi-definite on the training "
                           f"data ({nonpsd} SMO steps met negative curvature and used LIBSVM's tau fix).",
