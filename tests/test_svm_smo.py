@@ -227,6 +227,56 @@ def test_select_is_libsvm_wss3(seed):
     assert code == ref[0] and (code == 1 or need[1] == ref[1])
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_ascending_active_set_breaks_ties_in_libsvm_order(seed):
+    """C-SVC's loop reads its active set in ascending order and carries LIBSVM's order apart (lorder,
+    lpos): the maximal violator, WSS3's choice and shrinking are those of the LIBSVM-ordered set, ties
+    (many here) included, and the shrunk set is the same set, ascending, LIBSVM's swaps made on lorder."""
+    rng = np.random.default_rng(seed)
+    n = 300
+    F = np.round(rng.normal(size=n), 1)
+    side = rng.integers(1, 4, size=n).astype(np.int8)
+    QD = np.ones(n)
+    Ki = np.round(rng.uniform(-1, 1, size=n), 2).astype(np.float32)
+    lorder = rng.permutation(n).astype(_smo._ACTIVE_DTYPE)  # LIBSVM's order after earlier swaps
+    lpos = np.empty(n, dtype=np.int64)
+    lpos[lorder] = np.arange(n)
+    na = n - 15 * seed
+    asc = np.concatenate([np.sort(lorder[:na]), np.sort(lorder[na:])]).astype(_smo._ACTIVE_DTYPE)
+    ref = lorder.copy()
+    g_ref, i_ref = _smo._max_up(F, side, ref, na)
+    g_new, i_new = _smo._max_up(F, side, asc, na, lpos)
+    assert (g_ref, i_ref) == (g_new, i_new)
+    picks = []
+    for active, lp in ((ref, None), (asc, lpos)):
+        cache = Ki[None, :].copy()
+        slot_of = np.full(n, -1)
+        slot_of[i_ref] = 0
+        need = np.zeros(2, dtype=np.int64)
+        st = np.zeros(_smo._N_STATE, dtype=np.int64)
+        st[_smo._S_USED] = 1
+        code = _smo._select(F, side, QD, cache, slot_of, np.array([i_ref]), np.zeros(1, dtype=np.int64), active, na,
+                            1e-3, st, need, np.empty((0, 0)), np.empty((3, 1)), g_ref, i_ref, None, lp)
+        picks.append((code, int(need[1])))
+    assert picks[0] == picks[1]
+    y = np.where(rng.random(n) < 0.5, 1.0, -1.0)
+    side_b = np.where(rng.random(n) < 0.5, _smo._UP, _smo._LOW).astype(np.int8)  # at a bound: shrinkable
+    F = np.round(np.where(side_b == _smo._UP, F - 1.0, F + 1.0), 1)  # overlapping: some shrink, some stay
+    st_ref = np.zeros(_smo._N_STATE, dtype=np.int64)
+    st_ref[_smo._S_ACTIVE] = na
+    st_ref[_smo._S_UNSHRINK] = 1
+    st_new = st_ref.copy()
+    lorder_new, lpos_new = lorder.copy(), lpos.copy()
+    _smo._shrink(F, side_b, ref, st_ref, 1e-3, y)
+    _smo._shrink(F, side_b, asc, st_new, 1e-3, y, lorder_new, lpos_new)
+    m = int(st_ref[_smo._S_ACTIVE])
+    assert 0 < m < na and int(st_new[_smo._S_ACTIVE]) == m
+    np.testing.assert_array_equal(lorder_new, ref)  # LIBSVM's swaps, made on lorder
+    np.testing.assert_array_equal(lpos_new[lorder_new], np.arange(n))
+    np.testing.assert_array_equal(asc[:m], np.sort(ref[:m]))  # the same active set, ascending
+    np.testing.assert_array_equal(np.sort(asc[m:]), np.sort(ref[m:]))
+
+
 # -- the pair step (shared by the SMO loop and the batched solver's inner SMO) ----------------------------
 @pytest.mark.parametrize("seed", range(4))
 def test_pair_step_minimises_the_pair_subproblem(seed):

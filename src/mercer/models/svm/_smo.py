@@ -328,15 +328,15 @@ def _subtract_free_rows(F, coef, free, cols, cache, slot_of, owner, last_used, s
     return free.shape[0]
 
 
-# Order of the active set: the nu solver keeps it ascending (after shrinking, the samples that
-# stay keep their order; a reconstruction makes it 0, 1, ..., l - 1 again) instead of LIBSVM's
-# order, whose shrinking moves the last active sample into a shrunk one's place: its two passes
-# then read F, side and the kernel rows in address order, not scattered over arrays past the CPU
-# caches (the same iterations and decision values; timings in benchmarks/results/svm/history/nusvr-ab.md).
-# The order decides only exact ties between candidates (the last one wins, as in LIBSVM), which
-# can change the path LIBSVM's order would take; C-SVC and epsilon-SVR keep LIBSVM's order (their
-# iterates are LIBSVM's: KernelSVC at d = 2, C = 10 took 1,407 iterations in ascending order
-# against LIBSVM's 1,385, decision values 8e-4 apart).
+# Order of the active set: ascending (after shrinking, the samples that stay keep their order; a
+# reconstruction makes it 0, 1, ..., l - 1 again) instead of LIBSVM's order, whose shrinking moves
+# the last active sample into a shrunk one's place: the two passes then read F, side and the kernel
+# rows in address order, not scattered over arrays past the CPU caches (timings in
+# benchmarks/results/svm/history/nusvr-ab.md). The order decides only exact ties between candidates
+# (the last one wins in LIBSVM). C-SVC and epsilon-SVR keep LIBSVM's iterates, ties included: their
+# loop carries LIBSVM's order apart (``lorder``, ``lpos``: the Solver's swaps, made by _shrink) and
+# breaks ties by it (_later). The nu solver breaks them by the ascending order (its iterates are
+# LIBSVM's but for exact ties, as on duplicated rows).
 
 #: Bits of ``side[t]``: sample t can move up (Keerthi et al.'s I_up: y > 0 below C, or y < 0 above 0)
 #: and down (I_low). The loop keeps ``F = -y * G``, so the most violating pair is the largest F on
@@ -419,14 +419,22 @@ def _pair_step(i, j, Kij, y, F, alpha, Cb, QD, side):
 
 
 @_jit.mark
-def _max_up(F, side, active, n_active):
-    """The largest ``F`` on I_up and its sample (the last of equal ones, in active order)."""
+def _later(lpos, t, u):
+    """Whether variable ``t`` comes after ``u`` in LIBSVM's order (``lpos``: each variable's position
+    there; None: ``t`` is met after ``u``, the active order being LIBSVM's); ``u < 0``: none yet."""
+    return True if lpos is None else (u < 0 or lpos[t] > lpos[u])
+
+
+@_jit.mark
+def _max_up(F, side, active, n_active, lpos=None):
+    """The largest ``F`` on I_up and its sample (the last of equal ones in LIBSVM's order: the
+    largest ``lpos``; None: the last in active order)."""
     gmax = -np.inf
     imax = -1
     for k in range(n_active):
         t = active[k]
         f = F[t] if side[t] & _UP else -np.inf
-        if f >= gmax:
+        if f > gmax or (f == gmax and _later(lpos, t, imax)):
             gmax = f
             imax = t
     return gmax, imax
@@ -455,7 +463,7 @@ def _max_up_nu(F, y, side, active, n_active):
 
 @_jit.mark
 def _select(F, side, QD, cache, slot_of, owner, last_used, active, n_active, eps, st, need, XT, scratch,
-            gmax, imax, rmap=None):
+            gmax, imax, rmap=None, lpos=None):
     """WSS3 (Fan, Chen & Lin 2005), given ``i = imax``, the maximal violator on I_up (value ``gmax``).
     Returns 0 with the pair (variables) in need[0], need[1]; 1 when optimal; 2 when the kernel row of
     sample need[0] is missing (need[1] = -1). ``rmap``: each variable's sample (None: the identity)."""
@@ -486,7 +494,7 @@ def _select(F, side, QD, cache, slot_of, owner, last_used, active, n_active, eps
         g = gd if low & (gd > 0) else 0.0
         if g * g > bound * quad:
             od = -(gd * gd) / quad
-            if od <= obj_min:
+            if od < obj_min or (od == obj_min and _later(lpos, t, jmin)):
                 jmin = t
                 obj_min = od
                 bound = -od * (1.0 - 1e-12)
@@ -569,9 +577,12 @@ def _select_nu(F, pos, side, QD, cache, slot_of, owner, last_used, active, n_act
 
 
 @_jit.mark
-def _shrink(F, side, active, st, eps, y):
+def _shrink(F, side, active, st, eps, y, lorder=None, lpos=None):
     """LIBSVM's do_shrinking (Solver_NU's with ``st[_S_NU]``: the bounds per sign class). Returns
-    True when the caller must reconstruct the gradient first."""
+    True when the caller must reconstruct the gradient first. ``lorder`` / ``lpos`` (LIBSVM's
+    Solver: its order of the variables and each one's position in it; None: ``active`` is that
+    order): LIBSVM's swaps are made on them, and ``active`` becomes the variables that stay, in
+    ascending order, then those that leave (see the note on the order above ``_UP``)."""
     n = F.shape[0]
     nu = st[_S_NU] == 1
     g1 = -np.inf  # max F on I_up (nu: of y > 0)
@@ -602,8 +613,12 @@ def _shrink(F, side, active, st, eps, y):
     kept = 0
     gone = 0
     k = 0
+    if lorder is None:
+        order = active
+    else:
+        order = active if nu else lorder
     while k < na:
-        t = active[k]
+        t = order[k]
         neg = nu and y[t] < 0
         # a sample at a bound is on one side only; it leaves when it cannot become the pair's other member
         if side[t] == _UP:
@@ -622,20 +637,33 @@ def _shrink(F, side, active, st, eps, y):
             k += 1
         elif shrunk:
             na -= 1
-            active[k] = active[na]
-            active[na] = t
+            order[k] = order[na]
+            order[na] = t
+            if lpos is not None:
+                lpos[order[k]] = k
+                lpos[t] = na
         else:
             k += 1
     if nu:
         active[kept:na] = left[:gone]
         na = kept
+    elif lorder is not None and lpos is not None:  # the active variables in ascending order, then the others
+        a = 0
+        b = na
+        for t in range(n):
+            if lpos[t] < na:
+                active[a] = t
+                a += 1
+            else:
+                active[b] = t
+                b += 1
     st[_S_ACTIVE] = na
     return False
 
 
 @_jit.mark
 def _run(y, F, G_bar, alpha, Cb, QD, side, cache, slot_of, owner, last_used, active, st, eps, need, XT, scratch, rmap,
-         pos):
+         pos, lorder=None, lpos=None):
     """Iterate until converged / a row is missing / a reconstruction is needed / max_iter /
     ``st[_S_WORK_MAX]`` work done in this call (``_PAUSE``: call again to resume). ``need`` on
     ``_NEED_ROW``: the sample whose kernel row is missing, and the one whose row must stay cached.
@@ -664,7 +692,7 @@ def _run(y, F, G_bar, alpha, Cb, QD, side, cache, slot_of, owner, last_used, act
             st[_S_IMAXN] = imaxn
             return _PAUSE
         if st[_S_PENDING] == 1:
-            if _shrink(F, side, active, st, eps, y):
+            if _shrink(F, side, active, st, eps, y, lorder, lpos):
                 return _RECONSTRUCT
             st[_S_PENDING] = 0
             st[_S_COUNTER] = min(n, 1000)
@@ -676,9 +704,9 @@ def _run(y, F, G_bar, alpha, Cb, QD, side, cache, slot_of, owner, last_used, act
                               XT, scratch, gmax, imax, gmaxn, imaxn, rmap)
         else:
             if not fresh:
-                gmax, imax = _max_up(F, side, active, st[_S_ACTIVE])
+                gmax, imax = _max_up(F, side, active, st[_S_ACTIVE], lpos)
             code = _select(F, side, QD, cache, slot_of, owner, last_used, active, st[_S_ACTIVE], eps, st, need, XT,
-                           scratch, gmax, imax, rmap)
+                           scratch, gmax, imax, rmap, lpos)
         if code == 2:  # F is as it was: gmax, imax stay
             st[_S_FRESH] = 1
             st[_S_IMAX] = imax
@@ -729,7 +757,7 @@ def _run(y, F, G_bar, alpha, Cb, QD, side, cache, slot_of, owner, last_used, act
             F[t] = f
             f = f if side[t] & _UP else -np.inf
             if pos is None or pos[t]:  # C-SVC's loop: one maximum (pos None is compiled away)
-                if f >= gmax:
+                if f > gmax or (f == gmax and (pos is not None or _later(lpos, t, imax))):
                     gmax = f
                     imax = t
             elif f >= gmaxn:
@@ -940,6 +968,8 @@ class _Dual:
     need: np.ndarray
     p: np.ndarray  # the linear term
     rmap: np.ndarray  # each variable's sample (the kernel row it reads)
+    lorder: np.ndarray = None  # LIBSVM's order of the variables (its Solver's swaps; ties follow it)
+    lpos: np.ndarray = None  # each variable's position in lorder
 
     def objective(self) -> float:
         """``alpha^T Q alpha / 2 + p^T alpha = alpha^T (G + p) / 2``."""
@@ -963,7 +993,7 @@ def _start(y, Cb, diag, *, shrinking: bool, max_iter: int | None, p=None, rmap=N
     rmap = np.arange(n, dtype=np.int64) if rmap is None else np.ascontiguousarray(rmap, dtype=np.int64)
     return _Dual(y, np.ascontiguousarray(Cb, dtype=np.float64), np.ascontiguousarray(diag, dtype=np.float64),
                  np.zeros(n), -y * p, np.zeros(n), side, np.arange(n, dtype=_ACTIVE_DTYPE), st,
-                 np.zeros(2, dtype=np.int64), p, rmap)
+                 np.zeros(2, dtype=np.int64), p, rmap, np.arange(n, dtype=_ACTIVE_DTYPE), np.arange(n, dtype=np.int64))
 
 
 def _warm_start(d: _Dual, alpha0: np.ndarray, rows, batch: int, cache_dtype) -> None:
@@ -1090,8 +1120,7 @@ def _reconstruct(d: _Dual, matvec, c: _RowCache, XT: np.ndarray, scratch: np.nda
                                     scratch, done, r, _loop_map(d, c.slot_of.shape[0]))
         if not done.all():
             d.F[inactive] -= matvec(d.rmap[inactive], d.rmap[free[~done]], coef[~done])
-    if d.st[_S_NU] == 1:  # every variable, in address order (the note above _UP)
-        d.active[:] = np.arange(n, dtype=_ACTIVE_DTYPE)
+    d.active[:] = np.arange(n, dtype=_ACTIVE_DTYPE)  # every variable, in address order (the note above _UP)
     d.st[_S_ACTIVE] = n
 
 
@@ -1171,7 +1200,8 @@ def solve_smo(rows: Callable[[np.ndarray], np.ndarray], diag: np.ndarray, y: np.
     batch = int(max(1, min(batch, n_slots // 8)))
     # the compiled loop's arguments: arrays updated in place, never rebound
     args = (d.y, d.F, d.G_bar, d.alpha, d.Cb, d.QD, d.side, c.cache, c.slot_of, c.owner, c.last_used, d.active,
-            d.st, float(tol), d.need, XT, scratch, _loop_map(d, n), (d.y > 0) if nu else None)
+            d.st, float(tol), d.need, XT, scratch, _loop_map(d, n), (d.y > 0) if nu else None,
+            None if nu else d.lorder, None if nu else d.lpos)
     converged = True
     run = _jit("_run")
     observer = current_observer()
