@@ -277,6 +277,35 @@ def test_ascending_active_set_breaks_ties_in_libsvm_order(seed):
     np.testing.assert_array_equal(np.sort(asc[m:]), np.sort(ref[m:]))
 
 
+@pytest.mark.parametrize("cache_rows", [9, 500])
+@pytest.mark.parametrize("svr", [False, True])
+def test_ascending_active_set_gives_the_same_iterates(svr, cache_rows):
+    """``ascending=True`` (the order C-SVC's and epsilon-SVR's passes read, LIBSVM's carried apart)
+    makes the iterates of LIBSVM's order, bit for bit, with shrinking and reconstructions, on a
+    problem with many exact ties (rounded features: duplicated rows)."""
+    X, yy, XT, K = _problem(n=400, d=3)
+    X = np.round(X, 1)
+    g = 1.0 / (X.shape[1] * X.var())
+    XT = np.ascontiguousarray((X * np.sqrt(g)).T)
+    n = len(yy)
+    kw = dict(matvec=lambda r, c, v: Kf[np.ix_(r, c)] @ v, cache_rows=cache_rows, cache_dtype=np.float32,
+              shrinking=True, features=XT, tol=1e-4)
+    Kf = np.empty((n, n))
+    for i in range(n):
+        _smo._rbf_row(XT, i, Kf[i], np.empty((3, _smo._CHUNK)))
+    if svr:  # epsilon-SVR: 2n variables reading n rows
+        t = X[:, 0] + 0.3 * np.round(np.sin(3 * X[:, 1]), 1)
+        kw.update(rmap=np.concatenate([np.arange(n), np.arange(n)]), p=np.concatenate([0.1 - t, 0.1 + t]))
+        yv, Cb = np.concatenate([np.ones(n), -np.ones(n)]), np.full(2 * n, 2.0)
+    else:
+        yv, Cb = yy, np.where(yy > 0, 1.0, 3.0)
+    a = _smo.solve_smo(lambda i: pytest.fail("rows requested"), np.ones(n), yv, Cb, **kw)
+    b = _smo.solve_smo(lambda i: pytest.fail("rows requested"), np.ones(n), yv, Cb, ascending=True, **kw)
+    assert a.converged and b.converged and a.n_iter == b.n_iter
+    np.testing.assert_array_equal(a.alpha, b.alpha)
+    assert a.rho == b.rho and a.rows_computed == b.rows_computed
+
+
 # -- the pair step (shared by the SMO loop and the batched solver's inner SMO) ----------------------------
 @pytest.mark.parametrize("seed", range(4))
 def test_pair_step_minimises_the_pair_subproblem(seed):

@@ -455,6 +455,7 @@ def solve_on(est, Xt: torch.Tensor, idx: np.ndarray, y: np.ndarray, Cb: np.ndarr
     fetch = shared.view(idx) if shared is not None else rows.reusing(batch)
     res = solve_smo(fetch, rows.diag(), y, Cb, matvec=rows.matvec, cache_rows=cache_rows,
                     cache_dtype=np.float32, tol=solver_tol(est), shrinking=bool(est.shrinking),
-                    max_iter=int(est.max_iter), batch=batch, features=features, p=p, alpha0=alpha0, rmap=rmap, nu=nu)
+                    max_iter=int(est.max_iter), batch=batch, features=features, p=p, alpha0=alpha0, rmap=rmap, nu=nu,
+                    ascending=pairs or is_sparse(rows.X))
     res.index = idx
     return res

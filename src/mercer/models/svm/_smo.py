@@ -328,15 +328,16 @@ def _subtract_free_rows(F, coef, free, cols, cache, slot_of, owner, last_used, s
     return free.shape[0]
 
 
-# Order of the active set: ascending (after shrinking, the samples that stay keep their order; a
-# reconstruction makes it 0, 1, ..., l - 1 again) instead of LIBSVM's order, whose shrinking moves
-# the last active sample into a shrunk one's place: the two passes then read F, side and the kernel
-# rows in address order, not scattered over arrays past the CPU caches (timings in
-# benchmarks/results/svm/history/nusvr-ab.md). The order decides only exact ties between candidates
-# (the last one wins in LIBSVM). C-SVC and epsilon-SVR keep LIBSVM's iterates, ties included: their
-# loop carries LIBSVM's order apart (``lorder``, ``lpos``: the Solver's swaps, made by _shrink) and
-# breaks ties by it (_later). The nu solver breaks them by the ascending order (its iterates are
-# LIBSVM's but for exact ties, as on duplicated rows).
+# Order of the active set: LIBSVM's (its shrinking moves the last active sample into a shrunk one's
+# place) or, with ``ascending`` (solve_smo), ascending (after shrinking, the samples that stay keep
+# their order; a reconstruction makes it 0, 1, ..., l - 1 again): the two passes then read F, side
+# and the kernel rows in address order, not scattered over arrays past the CPU caches (timings in
+# benchmarks/results/svm/history/nusvr-ab.md and smo-ascending-libsvm-ties.md). The order decides
+# only exact ties between candidates (the last one wins in LIBSVM). In ascending order C-SVC's and
+# epsilon-SVR's loop keeps LIBSVM's iterates, ties included: it carries LIBSVM's order apart
+# (``lorder``, ``lpos``: the Solver's swaps, made by _shrink) and breaks ties by it (_at_least, _at_most). The nu
+# solver is always ascending and breaks ties by that order (its iterates are LIBSVM's but for exact
+# ties, as on duplicated rows).
 
 #: Bits of ``side[t]``: sample t can move up (Keerthi et al.'s I_up: y > 0 below C, or y < 0 above 0)
 #: and down (I_low). The loop keeps ``F = -y * G``, so the most violating pair is the largest F on
@@ -419,10 +420,22 @@ def _pair_step(i, j, Kij, y, F, alpha, Cb, QD, side):
 
 
 @_jit.mark
-def _later(lpos, t, u):
-    """Whether variable ``t`` comes after ``u`` in LIBSVM's order (``lpos``: each variable's position
-    there; None: ``t`` is met after ``u``, the active order being LIBSVM's); ``u < 0``: none yet."""
-    return True if lpos is None else (u < 0 or lpos[t] > lpos[u])
+def _at_least(f, g, lpos, t, u):
+    """Whether candidate ``t`` (value ``f``) takes the place of ``u`` (value ``g``, ``u < 0``: none yet)
+    as the maximum: ``f >= g`` (the last of equal ones in active order) where ``lpos`` is None, else
+    ties go to the later of the two in LIBSVM's order (``lpos``: each variable's position there).
+    The None case compiles to the plain comparison (numba prunes the other branch)."""
+    if lpos is None:
+        return f >= g
+    return f > g or (f == g and (u < 0 or lpos[t] > lpos[u]))
+
+
+@_jit.mark
+def _at_most(f, g, lpos, t, u):
+    """:func:`_at_least` for a minimum."""
+    if lpos is None:
+        return f <= g
+    return f < g or (f == g and (u < 0 or lpos[t] > lpos[u]))
 
 
 @_jit.mark
@@ -434,7 +447,7 @@ def _max_up(F, side, active, n_active, lpos=None):
     for k in range(n_active):
         t = active[k]
         f = F[t] if side[t] & _UP else -np.inf
-        if f > gmax or (f == gmax and _later(lpos, t, imax)):
+        if _at_least(f, gmax, lpos, t, imax):
             gmax = f
             imax = t
     return gmax, imax
@@ -494,7 +507,7 @@ def _select(F, side, QD, cache, slot_of, owner, last_used, active, n_active, eps
         g = gd if low & (gd > 0) else 0.0
         if g * g > bound * quad:
             od = -(gd * gd) / quad
-            if od < obj_min or (od == obj_min and _later(lpos, t, jmin)):
+            if _at_most(od, obj_min, lpos, t, jmin):
                 jmin = t
                 obj_min = od
                 bound = -od * (1.0 - 1e-12)
@@ -757,7 +770,7 @@ def _run(y, F, G_bar, alpha, Cb, QD, side, cache, slot_of, owner, last_used, act
             F[t] = f
             f = f if side[t] & _UP else -np.inf
             if pos is None or pos[t]:  # C-SVC's loop: one maximum (pos None is compiled away)
-                if f > gmax or (f == gmax and (pos is not None or _later(lpos, t, imax))):
+                if _at_least(f, gmax, lpos, t, imax):  # (the nu solver has no lpos: ascending ties)
                     gmax = f
                     imax = t
             elif f >= gmaxn:
@@ -993,7 +1006,7 @@ def _start(y, Cb, diag, *, shrinking: bool, max_iter: int | None, p=None, rmap=N
     rmap = np.arange(n, dtype=np.int64) if rmap is None else np.ascontiguousarray(rmap, dtype=np.int64)
     return _Dual(y, np.ascontiguousarray(Cb, dtype=np.float64), np.ascontiguousarray(diag, dtype=np.float64),
                  np.zeros(n), -y * p, np.zeros(n), side, np.arange(n, dtype=_ACTIVE_DTYPE), st,
-                 np.zeros(2, dtype=np.int64), p, rmap, np.arange(n, dtype=_ACTIVE_DTYPE), np.arange(n, dtype=np.int64))
+                 np.zeros(2, dtype=np.int64), p, rmap)
 
 
 def _warm_start(d: _Dual, alpha0: np.ndarray, rows, batch: int, cache_dtype) -> None:
@@ -1120,7 +1133,8 @@ def _reconstruct(d: _Dual, matvec, c: _RowCache, XT: np.ndarray, scratch: np.nda
                                     scratch, done, r, _loop_map(d, c.slot_of.shape[0]))
         if not done.all():
             d.F[inactive] -= matvec(d.rmap[inactive], d.rmap[free[~done]], coef[~done])
-    d.active[:] = np.arange(n, dtype=_ACTIVE_DTYPE)  # every variable, in address order (the note above _UP)
+    if d.st[_S_NU] == 1 or d.lorder is not None:  # every variable, in address order (the note above _UP)
+        d.active[:] = np.arange(n, dtype=_ACTIVE_DTYPE)
     d.st[_S_ACTIVE] = n
 
 
@@ -1134,7 +1148,8 @@ def solve_smo(rows: Callable[[np.ndarray], np.ndarray], diag: np.ndarray, y: np.
               matvec: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray], cache_rows: int,
               cache_dtype=np.float64, tol: float = 1e-3, shrinking: bool = True, max_iter: int = -1,
               batch: int = 64, features: np.ndarray | None = None, p: np.ndarray | None = None,
-              alpha0: np.ndarray | None = None, rmap: np.ndarray | None = None, nu: bool = False) -> SMOResult:
+              alpha0: np.ndarray | None = None, rmap: np.ndarray | None = None, nu: bool = False,
+              ascending: bool = False) -> SMOResult:
     """Solve LIBSVM's general dual by SMO.
 
     :math:`\\min_\\alpha \\tfrac12 \\alpha^T Q \\alpha + p^T \\alpha` subject to :math:`y^T \\alpha = \\delta`
@@ -1174,6 +1189,11 @@ def solve_smo(rows: Callable[[np.ndarray], np.ndarray], diag: np.ndarray, y: np.
         Each variable's sample, ``rmap[:n]`` the identity (default: ``l = n``, the identity).
     nu : bool
         LIBSVM's Solver_NU instead of Solver.
+    ascending : bool
+        C-SVC's and epsilon-SVR's active set in ascending order, LIBSVM's carried apart (the same
+        iterates; see the note above ``_UP``): faster where the passes over the active set dominate
+        (epsilon-SVR's 2n variables, sparse rows), slower on C-SVC at few features (measured in
+        benchmarks/results/svm/history/smo-ascending-libsvm-ties.md). The nu solver is always ascending.
     """
     n = np.asarray(diag).shape[0]  # samples (kernel rows); y.shape[0] variables
     rm = None if rmap is None else np.ascontiguousarray(rmap, dtype=np.int64)
@@ -1181,6 +1201,8 @@ def solve_smo(rows: Callable[[np.ndarray], np.ndarray], diag: np.ndarray, y: np.
         raise ValueError("solve_smo: rmap[:n] must be the identity (the first n variables are the samples).")
     qd = np.asarray(diag, dtype=np.float64) if rm is None else np.asarray(diag, dtype=np.float64)[rm]
     d = _start(y, Cb, qd, shrinking=shrinking, max_iter=max_iter, p=p, rmap=rm)
+    if ascending and not nu:
+        d.lorder, d.lpos = np.arange(d.y.shape[0], dtype=_ACTIVE_DTYPE), np.arange(d.y.shape[0], dtype=np.int64)
     d.st[_S_NU] = int(bool(nu))
     n_slots = int(max(2, min(cache_rows, n)))
     c = _RowCache(n, n_slots, cache_dtype)  # rows of n entries, read through rmap (LIBSVM's SVR_Q)
@@ -1200,8 +1222,7 @@ def solve_smo(rows: Callable[[np.ndarray], np.ndarray], diag: np.ndarray, y: np.
     batch = int(max(1, min(batch, n_slots // 8)))
     # the compiled loop's arguments: arrays updated in place, never rebound
     args = (d.y, d.F, d.G_bar, d.alpha, d.Cb, d.QD, d.side, c.cache, c.slot_of, c.owner, c.last_used, d.active,
-            d.st, float(tol), d.need, XT, scratch, _loop_map(d, n), (d.y > 0) if nu else None,
-            None if nu else d.lorder, None if nu else d.lpos)
+            d.st, float(tol), d.need, XT, scratch, _loop_map(d, n), (d.y > 0) if nu else None, d.lorder, d.lpos)
     converged = True
     run = _jit("_run")
     observer = current_observer()
