@@ -202,6 +202,19 @@ def _select_reference(F, side, QD, Ki, active, gmax, imax, eps):
     return (1, -1) if gmax + gmax2 < eps or jmin == -1 else (0, jmin)
 
 
+def _select_with_row(F, side, QD, Ki, active, na, gmax, imax, lpos=None):
+    """``_select`` given ``imax``'s kernel row ``Ki`` (the only cached row): its code and ``need``."""
+    n = F.shape[0]
+    slot_of = np.full(n, -1)
+    slot_of[imax] = 0
+    need = np.zeros(2, dtype=np.int64)
+    st = np.zeros(_smo._N_STATE, dtype=np.int64)
+    st[_smo._S_USED] = 1
+    code = _smo._select(F, side, QD, Ki[None, :].copy(), slot_of, np.array([imax]), np.zeros(1, dtype=np.int64),
+                        active, na, 1e-3, st, need, np.empty((0, 0)), np.empty((3, 1)), gmax, imax, None, lpos)
+    return code, need
+
+
 @pytest.mark.parametrize("seed", range(6))
 def test_select_is_libsvm_wss3(seed):
     rng = np.random.default_rng(seed)
@@ -213,14 +226,7 @@ def test_select_is_libsvm_wss3(seed):
     Ki[rng.random(n) < 0.1] = 1.5  # non-positive curvature: LIBSVM's tau
     active = rng.permutation(n)[: n - 20 * seed]
     gmax, imax = _smo._max_up(F, side, active, len(active))
-    cache = Ki[None, :].copy()
-    slot_of = np.full(n, -1)
-    slot_of[imax] = 0
-    need = np.zeros(2, dtype=np.int64)
-    st = np.zeros(_smo._N_STATE, dtype=np.int64)
-    st[_smo._S_USED] = 1
-    code = _smo._select(F, side, QD, cache, slot_of, np.array([imax]), np.zeros(1, dtype=np.int64), active,
-                        len(active), 1e-3, st, need, np.empty((0, 0)), np.empty((3, 1)), gmax, imax)
+    code, need = _select_with_row(F, side, QD, Ki, active, len(active), gmax, imax)
     up = [t for t in active if side[t] & _smo._UP]
     assert imax == max((t for t in up if F[t] == max(F[up])), key=lambda t: list(active).index(t))
     ref = _select_reference(F, side, QD, Ki, active, gmax, imax, 1e-3)
@@ -249,14 +255,7 @@ def test_ascending_active_set_breaks_ties_in_libsvm_order(seed):
     assert (g_ref, i_ref) == (g_new, i_new)
     picks = []
     for active, lp in ((ref, None), (asc, lpos)):
-        cache = Ki[None, :].copy()
-        slot_of = np.full(n, -1)
-        slot_of[i_ref] = 0
-        need = np.zeros(2, dtype=np.int64)
-        st = np.zeros(_smo._N_STATE, dtype=np.int64)
-        st[_smo._S_USED] = 1
-        code = _smo._select(F, side, QD, cache, slot_of, np.array([i_ref]), np.zeros(1, dtype=np.int64), active, na,
-                            1e-3, st, need, np.empty((0, 0)), np.empty((3, 1)), g_ref, i_ref, None, lp)
+        code, need = _select_with_row(F, side, QD, Ki, active, na, g_ref, i_ref, lp)
         picks.append((code, int(need[1])))
     assert picks[0] == picks[1]
     y = np.where(rng.random(n) < 0.5, 1.0, -1.0)
