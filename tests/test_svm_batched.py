@@ -17,6 +17,7 @@ from sklearn.preprocessing import StandardScaler
 from test_svm_family import _kept
 
 from mercer.kernels import RBF
+from mercer.linalg import ExecutionPlan
 from mercer.models.svm import KernelSVC, KernelSVR, NuSVC, NuSVR, OneClassSVM
 from mercer.models.svm import _batched, _dual
 
@@ -283,7 +284,7 @@ def _rows_both(X, gamma, **kw):
     Xt = torch.as_tensor(X)
     k = RBF(gamma=gamma)
     f64 = _dual._Rows(k, Xt, 2**30)
-    f32 = _dual._Rows(k, Xt, 2**30, f32=True, **kw)
+    f32 = _dual._Rows(k, Xt, 2**30, products=_dual.f32_products(Xt, gamma, ExecutionPlan(2**30)), **kw)
     idx = np.arange(0, len(X), 7)
     return f64(idx), f32(idx), f32
 
@@ -298,18 +299,26 @@ def test_f32_products_match_the_float64_rows_within_their_bound():
         # the bound F32_ROWS_MAX_ERR puts on the exponent's rounding, as a relative error of the kernel
         np.testing.assert_allclose(b, a, rtol=2 * _dual.F32_ROWS_MAX_ERR, atol=0)
     # rows on given products (a multi-machine fit's, gathered) are those made here
-    pre = _dual.f32_products(torch.as_tensor(X), g)
+    pre = _dual.f32_products(torch.as_tensor(X), g, ExecutionPlan(2**30))
     it = torch.arange(0, 600, 2)
     own = _dual._Rows(RBF(gamma=g), torch.as_tensor(X[::2]), 2**30, products=(pre[0][it], pre[1][it]))
     np.testing.assert_allclose(own(np.arange(0, 300, 7)), _rows_both(X[::2], g)[0], rtol=2 * _dual.F32_ROWS_MAX_ERR)
 
 
-def test_f32_products_refused_where_their_rounding_would_show():
+def test_f32_products_refused_where_their_rounding_would_show(monkeypatch):
     rng = np.random.default_rng(1)
     X = rng.normal(size=(300, 30))
-    assert _dual.f32_products(torch.as_tensor(X), 0.5) is None  # gamma |x|^2 ~ 15: tiny kernel values
-    assert _dual.f32_products(torch.as_tensor(X * 1e20), 1e-45) is None  # squared norms past float32's range
-    assert _dual.f32_products(torch.as_tensor(X.astype(np.float32)), 0.01) is None  # float32 data: its own products
+    Xt = torch.as_tensor(X)
+    assert _dual.f32_products(Xt, 0.5, ExecutionPlan(2**30)) is None  # gamma |x|^2 ~ 15: tiny kernel values
+    assert _dual.f32_products(Xt * 1e20, 1e-45, ExecutionPlan(2**30)) is None  # squared norms past float32's range
+    assert _dual.f32_products(Xt.float(), 0.01, ExecutionPlan(2**30)) is None  # float32 data: its own products
+    assert _dual.f32_products(Xt, 0.01, ExecutionPlan(10 * X.size)) is None  # past the plan's float32 share
+    # centred a block of rows at a time (13 rows here): the same features as at once
+    P, pn = _dual.f32_products(Xt, 0.01, ExecutionPlan(2**30))
+    monkeypatch.setattr(_dual, "SVM_BATCH_BYTES", 5000)
+    P2, pn2 = _dual.f32_products(Xt, 0.01, ExecutionPlan(2**30))
+    torch.testing.assert_close(P2, P, rtol=0, atol=0)
+    torch.testing.assert_close(pn2, pn, rtol=0, atol=0)
     _, _, rows = _rows_both(X, 0.5)
     assert rows.P.dtype == torch.float64  # the float64 products, exactly LIBSVM's
 

@@ -108,6 +108,9 @@ SHARES = {
     "shift sample": 0.25,
     # the SVM's kernel-row cache when ``cache_size`` is not given.
     "row cache": 0.5,
+    # the float32 copy of the data an SVM computes its dense RBF rows from (more: float64 products
+    # on the data itself).
+    "float32 features": 0.1,
     # the input block of a streamed predict / transform (the method plans its own kernel rows).
     "streamed method": 0.125,
     # the neighbour lists of a radius search (one block of queries' for a prediction; all of them

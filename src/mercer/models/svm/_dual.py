@@ -22,7 +22,7 @@ import torch
 from ..._backend import row_sq_norms, to_numpy
 from ..._sparse import is_sparse
 from ...kernels import RBF, Kernel
-from ...linalg import SVM_BATCH_BYTES, KernelOperator, MiB, NumericalWarning, plan_rows, row_blocks
+from ...linalg import SVM_BATCH_BYTES, ExecutionPlan, KernelOperator, MiB, NumericalWarning, plan_rows, row_blocks
 from ._batched import F32_ROWS_TOL, solve_batched, working_set_size
 from ._smo import SMOResult, solve_smo
 from ._sparse_rows import SparseKernelRows, supports
@@ -93,7 +93,7 @@ class _Rows:
     """Kernel rows, diagonal and blocked products on one (sub)problem's samples."""
 
     def __init__(self, kernel: Kernel, Xs: torch.Tensor, budget: int, cols=None, owner: str = "KernelSVC",
-                 f32: bool = False, products: tuple[torch.Tensor, torch.Tensor] | None = None):
+                 products: tuple[torch.Tensor, torch.Tensor] | None = None):
         self.kernel, self.X, self.budget, self.owner = kernel, Xs, budget, owner
         self.pre = kernel.is_precomputed
         if self.pre:  # Xs: rows of the Gram matrix restricted to this problem's columns
@@ -104,11 +104,15 @@ class _Rows:
         if self.rbf and self.sparse_rows is None:
             self.g = float(kernel.gamma if kernel.gamma is not None else 1.0 / Xs.shape[1])
             self.nrm = row_sq_norms(Xs).mul_(-self.g)
-            # the products' features and their -gamma |x|^2: the data's, or float32 ones (``f32``:
-            # made here; ``products``: given, the fit's rows of f32_products)
-            if products is None and f32:
-                products = f32_products(Xs, self.g)
+            # the products' features and their -gamma |x|^2: the data's, or float32 ones (``products``,
+            # made by f32_products)
             self.P, self.pn = (Xs, self.nrm) if products is None else products
+
+    def held(self) -> int:
+        """Bytes of the float32 products' features and norms this object holds besides the data."""
+        if getattr(self, "P", None) is None or self.P is self.X:
+            return 0
+        return self.P.numel() * self.P.element_size() + self.pn.numel() * self.pn.element_size()
 
     def features(self) -> np.ndarray | None:
         """For the RBF kernel at few features on the CPU: the samples' features times sqrt(gamma),
@@ -369,31 +373,42 @@ def f32_rows(est, n: int) -> bool:
     return n >= F32_ROWS_MIN and float(est.tol) >= F32_ROWS_TOL
 
 
-def f32_products(X: torch.Tensor, g: float) -> tuple[torch.Tensor, torch.Tensor] | None:
+def f32_products(X: torch.Tensor, g: float, plan: ExecutionPlan) -> tuple[torch.Tensor, torch.Tensor] | None:
     """Features and ``-g |x|^2`` for RBF rows of float64 data ``X`` in float32 products: the samples
     centred first (the kernel is translation invariant), so that the dot products' rounding is
-    relative to the data's spread, not to a common offset. None (float64 products) where that
-    rounding may exceed :data:`F32_ROWS_MAX_ERR` in the exponent (a large gamma: tiny kernel values,
-    whose relative error it is) or the centred squared norms come near float32's range."""
-    if X.dtype != torch.float64 or not X.shape[0]:
+    relative to the data's spread, not to a common offset; centred a block of rows at a time within
+    ``plan`` (no float64 copy of ``X``). None (float64 products) where that rounding may exceed
+    :data:`F32_ROWS_MAX_ERR` in the exponent (a large gamma: tiny kernel values, whose relative
+    error it is), where the centred squared norms come near float32's range, or where the float32
+    copy would take more than the plan's ``"float32 features"`` share."""
+    n, d = X.shape
+    if X.dtype != torch.float64 or not n or n * (d + 1) * 4 > plan.share("float32 features"):
         return None
-    Xc = X - X.mean(0)
-    sq = row_sq_norms(Xc)
+    mean = X.mean(0)
+    P = torch.empty((n, d), dtype=torch.float32, device=X.device)
+    sq = torch.empty(n, dtype=torch.float64, device=X.device)
+    step = plan_rows(n, d * (X.element_size() + 4) + 8, budget=int(plan), max_bytes=SVM_BATCH_BYTES,
+                     what="a block of centred rows")
+    for blk in row_blocks(n, step):
+        Xc = X[blk] - mean
+        sq[blk] = row_sq_norms(Xc)
+        P[blk] = Xc
     top = float(sq.max())
     if not math.isfinite(top) or top > torch.finfo(torch.float32).max / 8 \
             or 2 * torch.finfo(torch.float32).eps * g * top > F32_ROWS_MAX_ERR:
         return None
-    return Xc.to(torch.float32), sq.mul_(-g).to(torch.float32)
+    return P, sq.mul_(-g).to(torch.float32)
 
 
 def fit_products(est, Xt: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
-    """A multi-machine fit's :func:`f32_products` of all its samples, made once: its machines (and its
-    :class:`SharedRows`) gather their rows' (None where rows are not such products)."""
+    """The :func:`f32_products` of the samples ``Xt`` of ``est``'s fit where its rows are float32
+    products (:func:`f32_rows`, a plain RBF kernel, dense rows), else None. A multi-machine fit makes
+    them once for all its samples; its machines (and its :class:`SharedRows`) gather their rows'."""
     k = est.kernel_
     if not (f32_rows(est, Xt.shape[0]) and type(k) is RBF and not k.is_ard and not is_sparse(Xt)
             and Xt.layout == torch.strided):
         return None
-    return f32_products(Xt, float(k.gamma if k.gamma is not None else 1.0 / Xt.shape[1]))
+    return f32_products(Xt, float(k.gamma if k.gamma is not None else 1.0 / Xt.shape[1]), est._plan)
 
 
 def solver_tol(est) -> float:
@@ -418,14 +433,17 @@ def solve_on(est, Xt: torch.Tensor, idx: np.ndarray, y: np.ndarray, Cb: np.ndarr
     """
     n = len(idx)
     it = torch.as_tensor(idx, device=Xt.device)
-    pre = getattr(est, "_f32_products", None)
-    rows = _Rows(est.kernel_, Xt[it], est._budget, cols=it if est.kernel_.is_precomputed else None,
-                 owner=type(est).__name__, f32=f32_rows(est, Xt.shape[0]),
-                 products=None if pre is None else (pre[0][it], pre[1][it]))
+    pre = getattr(est, "_f32_products", None)  # a multi-machine fit's, for all its samples
+    Xs = Xt[it]
+    products = (pre[0][it], pre[1][it]) if pre is not None else None if est.kernel_.is_precomputed else fit_products(est, Xs)
+    rows = _Rows(est.kernel_, Xs, est._budget, cols=it if est.kernel_.is_precomputed else None,
+                 owner=type(est).__name__, products=products)
     width = 2 * n if pairs else n  # the batched solver's cached row holds one entry per variable
     # The cache's capacity (LIBSVM's cache_size): at least the two rows of the pair being updated.
     cache_bytes = _cache_bytes(est)
     rmap = np.concatenate([np.arange(n), np.arange(n)]) if pairs else None
+    # the float32 products' features held besides the data: the fit's (gathered from) and this machine's
+    held = rows.held() + (0 if pre is None else sum(t.numel() * t.element_size() for t in pre))
     features = rows.features()
     batched = use_batched(n, features is not None, is_sparse(rows.X))
     shared = getattr(est, "_shared_rows", None)
@@ -433,8 +451,10 @@ def solve_on(est, Xt: torch.Tensor, idx: np.ndarray, y: np.ndarray, Cb: np.ndarr
         shared = None  # another data set (never in a fit), or rows the SMO loop computes itself
     if shared is not None:  # the machine's cache: what the store leaves (a user's cache_size bounds both together)
         store = SharedRows.nbytes(shared.n)
-        cache_bytes = (est._plan.holding(store).share("row cache") if est.cache_size is None
+        cache_bytes = (est._plan.holding(store + held).share("row cache") if est.cache_size is None
                        else max(0, cache_bytes - store))
+    elif est.cache_size is None and held:  # what the float32 products' features leave
+        cache_bytes = est._plan.holding(held).share("row cache")
     if batched:
         cache_rows = max(2, min(n, cache_bytes // max(1, width * CACHE_ITEMSIZE)))
         q = working_set_size(width, cache_rows)
