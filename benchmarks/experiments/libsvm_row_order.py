@@ -87,11 +87,12 @@ def main() -> None:
         return np.sort(order[m.support_]), m.decision_function(Xe), time.perf_counter() - t
 
     sv, dec, dt = libsvm(np.arange(len(X)))
-    print(f"{a.data}, n = {len(X)}, d = {X.shape[1]}: LIBSVM on the rows as given: {len(sv)} support vectors ({dt:.1f} s)")
+    print(f"{a.data}, n = {len(X)}, d = {X.shape[1]}: LIBSVM on the rows as given: {len(sv)} support vectors "
+          f"({dt:.1f} s)")
     for seed in a.seeds:
         s_sv, s_dec, dt = libsvm(np.random.default_rng(seed).permutation(len(X)))
-        print(f"  LIBSVM, rows shuffled (seed {seed}): {len(s_sv)} support vectors, {len(np.setxor1d(s_sv, sv))} not in "
-              f"both; decision values differ by {np.abs(s_dec - dec).max():.2e} at most ({dt:.1f} s)")
+        print(f"  LIBSVM, rows shuffled (seed {seed}): {len(s_sv)} support vectors, {len(np.setxor1d(s_sv, sv))} "
+              f"not in both; decision values differ by {np.abs(s_dec - dec).max():.2e} at most ({dt:.1f} s)")
     t = time.perf_counter()
     m = KernelSVC(decision_function_shape="ovo").fit(X, y)
     dt = time.perf_counter() - t

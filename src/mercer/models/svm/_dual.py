@@ -68,7 +68,7 @@ SHARE_ROWS = True
 
 
 #: Largest bound on the rounding error that float32 products put in the RBF's exponent
-#: (``2 eps32 gamma max |x - mean|^2``) at which :class:`_Rows` computes dense RBF rows in float32:
+#: (``2 eps32 gamma max |x - mean|^2``) at which :func:`f32_products` lets dense RBF rows be float32:
 #: kernel values then carry a relative error at most about 16 times the float32 cache's own.
 F32_ROWS_MAX_ERR = 1e-6
 #: Fits from this many samples compute dense RBF rows in float32 products (:func:`f32_rows`).
@@ -435,7 +435,10 @@ def solve_on(est, Xt: torch.Tensor, idx: np.ndarray, y: np.ndarray, Cb: np.ndarr
     it = torch.as_tensor(idx, device=Xt.device)
     pre = getattr(est, "_f32_products", None)  # a multi-machine fit's, for all its samples
     Xs = Xt[it]
-    products = (pre[0][it], pre[1][it]) if pre is not None else None if est.kernel_.is_precomputed else fit_products(est, Xs)
+    if pre is not None:
+        products = (pre[0][it], pre[1][it])
+    else:
+        products = None if est.kernel_.is_precomputed else fit_products(est, Xs)
     rows = _Rows(est.kernel_, Xs, est._budget, cols=it if est.kernel_.is_precomputed else None,
                  owner=type(est).__name__, products=products)
     width = 2 * n if pairs else n  # the batched solver's cached row holds one entry per variable

@@ -335,9 +335,9 @@ def _subtract_free_rows(F, coef, free, cols, cache, slot_of, owner, last_used, s
 # benchmarks/results/svm/history/nusvr-ab.md and smo-ascending-libsvm-ties.md). The order decides
 # only exact ties between candidates (the last one wins in LIBSVM). In ascending order C-SVC's and
 # epsilon-SVR's loop keeps LIBSVM's iterates, ties included: it carries LIBSVM's order apart
-# (``lorder``, ``lpos``: the Solver's swaps, made by _shrink) and breaks ties by it (_at_least, _at_most). The nu
-# solver is always ascending and breaks ties by that order (its iterates are LIBSVM's but for exact
-# ties, as on duplicated rows).
+# (``lorder``, ``lpos``: the Solver's swaps, made by _shrink) and breaks ties by it (_at_least,
+# _at_most). The nu solver is always ascending and breaks ties by that order (its iterates are
+# LIBSVM's but for exact ties, as on duplicated rows).
 
 #: Bits of ``side[t]``: sample t can move up (Keerthi et al.'s I_up: y > 0 below C, or y < 0 above 0)
 #: and down (I_low). The loop keeps ``F = -y * G``, so the most violating pair is the largest F on
