@@ -343,3 +343,10 @@ def test_f32_rows_only_for_large_fits_at_loose_tol(monkeypatch):
     dec = ref.decision_function(X)
     np.testing.assert_allclose(ours.decision_function(X), dec, rtol=0, atol=2e-3 * np.abs(dec).max())
     assert not hasattr(ours, "_f32_products")  # the fit's scratch is not kept
+    # few features: the compiled loop computes C-SVC's rows from the features, and no copy is made;
+    # nu-SVC's start reads its rows through the products, which are made
+    made.clear()
+    KernelSVC().fit(X[:, :8], y)
+    assert made == []
+    NuSVC(nu=0.3).fit(X[:, :8], y)
+    assert made == [1]

@@ -400,13 +400,18 @@ def f32_products(X: torch.Tensor, g: float, plan: ExecutionPlan) -> tuple[torch.
     return P, sq.mul_(-g).to(torch.float32)
 
 
-def fit_products(est, Xt: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor] | None:
+def fit_products(est, Xt: torch.Tensor, starts: bool) -> tuple[torch.Tensor, torch.Tensor] | None:
     """The :func:`f32_products` of the samples ``Xt`` of ``est``'s fit where its rows are float32
-    products (:func:`f32_rows`, a plain RBF kernel, dense rows), else None. A multi-machine fit makes
+    products (:func:`f32_rows`, a plain RBF kernel, dense rows), else None. None too where the
+    compiled loop computes every row from the features itself (:meth:`_Rows.features`: few features,
+    on the CPU) and no solve has a feasible start (``starts``: the nu and one-class duals, whose
+    start reads rows through :class:`_Rows`): the copy would go unread. A multi-machine fit makes
     them once for all its samples; its machines (and its :class:`SharedRows`) gather their rows'."""
     k = est.kernel_
     if not (f32_rows(est, Xt.shape[0]) and type(k) is RBF and not k.is_ard and not is_sparse(Xt)
             and Xt.layout == torch.strided):
+        return None
+    if not starts and Xt.device.type == "cpu" and Xt.shape[1] <= _INLOOP_MAX_FEATURES:
         return None
     return f32_products(Xt, float(k.gamma if k.gamma is not None else 1.0 / Xt.shape[1]), est._plan)
 
@@ -438,7 +443,7 @@ def solve_on(est, Xt: torch.Tensor, idx: np.ndarray, y: np.ndarray, Cb: np.ndarr
     if pre is not None:
         products = (pre[0][it], pre[1][it])
     else:
-        products = None if est.kernel_.is_precomputed else fit_products(est, Xs)
+        products = None if est.kernel_.is_precomputed else fit_products(est, Xs, starts=alpha0 is not None)
     rows = _Rows(est.kernel_, Xs, est._budget, cols=it if est.kernel_.is_precomputed else None,
                  owner=type(est).__name__, products=products)
     width = 2 * n if pairs else n  # the batched solver's cached row holds one entry per variable

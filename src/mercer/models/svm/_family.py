@@ -437,6 +437,7 @@ class NuSVC(KernelSVC):
     """
 
     _drop_in_for = "NuSVC"
+    _STARTS = True  # each machine starts from LIBSVM's feasible point (its rows read through _Rows)
     #: KernelSVC's options that NuSVC does not offer: one-vs-one machines, exact kernels.
     multiclass = "ovo"
     approximation = None

@@ -319,6 +319,10 @@ class KernelSVC(_SVCDecisionMixin, KernelEstimatorMixin, ClassifierMixin, BaseEs
     #: ``dual_coef_`` in LIBSVM's layout, so scikit-learn's private ``_dual_coef_`` is available.
     _libsvm_dual_layout = True
 
+    #: Whether the machines' duals start from a feasible point other than 0 (nu-SVC: NuSVC), whose
+    #: rows the start reads through the blocked products (see _dual.fit_products).
+    _STARTS = False
+
     _parameter_constraints: dict = {
         **SVC_KERNEL_CONSTRAINTS,
         **COMPUTE_CONSTRAINTS,
@@ -483,7 +487,8 @@ class KernelSVC(_SVCDecisionMixin, KernelEstimatorMixin, ClassifierMixin, BaseEs
         gen = _probability_rng(self.random_state)
         # a sample's kernel rows, computed once for all its machines (None: each machine computes its own)
         try:
-            self._f32_products = fit_products(self, Xt)  # before the store: it gathers them too
+            # before the store: it gathers them too
+            self._f32_products = fit_products(self, Xt, starts=self._STARTS)
             self._shared_rows = shared_rows(self, Xt, yi, len(machines))
             for p, (pos, neg) in enumerate(machines):
                 # LIBSVM orders a pair's samples by class: all of class i, then all of class j.
