@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 __all__ = [
-    "Isolated", "Timer", "best_time", "current_rss_bytes", "peak_rss_bytes", "run_isolated",
+    "Isolated", "Timer", "best_time", "current_rss_bytes", "peak_rss_bytes", "run_isolated", "thread_limits",
     "markdown_table", "machine_info", "load_average", "git_state", "write_json", "fmt_bytes", "RESULTS_DIR",
     "BENCH_DIR", "ROOT", "SkipSuite", "suite_parser", "parse_suite_args", "result_paths", "write_results", "previous_parts",
     "command_line", "uci_dir", "require_uci", "fashion_mnist_dir", "falkon_python", "synthetic", "skip",
@@ -77,6 +77,19 @@ def best_time(fn: Callable[[], Any], *, repeat: int = 5, warmup: int = 1) -> flo
 
 
 # -- memory ------------------------------------------------------------------------------------
+def thread_limits(n: int):
+    """``threadpoolctl.threadpool_limits(n)`` over the BLAS / OpenMP libraries, scipy's OpenBLAS among
+    them: threadpoolctl limits only the libraries loaded when it is called, and scipy loads its own
+    OpenBLAS (beside numpy's) with ``scipy.linalg`` / ``scipy.optimize``, which mercer and scikit-learn
+    import on use. Left unlimited, its worker thread busy-waits beside a fit that calls it (L-BFGS-B)
+    and its CPU seconds count twice (benchmarks/results/tune/history/blas-threads.md)."""
+    import scipy.linalg  # noqa: F401
+    import scipy.optimize  # noqa: F401
+    from threadpoolctl import threadpool_limits
+
+    return threadpool_limits(n)
+
+
 def peak_rss_bytes() -> int:
     """Peak RSS of the current process so far, in bytes (``ru_maxrss`` is KiB on Linux)."""
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

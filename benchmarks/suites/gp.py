@@ -44,7 +44,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _common import (Timer, git_state, machine_info, markdown_table, parse_suite_args, require_uci,  # noqa: E402
-                     suite_parser, uci_dir, write_results)
+                     suite_parser, thread_limits, uci_dir, write_results)
 
 log = logging.getLogger("gp")
 
@@ -244,14 +244,12 @@ def main(argv=None):
     args.inducing = args.inducing or 128
     args.mkl_n = args.mkl_n or (500 if q else 2000)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
-    from threadpoolctl import threadpool_limits
-
     torch.set_num_threads(args.threads)
     t0 = time.time()
     result = {"machine": machine_info(), "git": git_state(), "loadavg_start": os.getloadavg(), "args": vars(args)}
     rows = []
     uci = require_uci("the UCI part")
-    with threadpool_limits(args.threads):
+    with thread_limits(args.threads):
         for name in args.data if uci is not None else []:
             if not (uci / name / "data.csv.gz").is_file():
                 log.warning("skipping %s: %s not found", name, uci / name)

@@ -31,7 +31,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # gp.py
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # _common.py
 from _common import (SkipSuite, Timer, git_state, machine_info, markdown_table, parse_suite_args,  # noqa: E402
-                     require_uci, suite_parser, write_results)
+                     require_uci, suite_parser, thread_limits, write_results)
 from gp import load, nlpd, rmse  # noqa: E402
 
 SETS = ["pol", "elevators", "bike", "kin40k", "protein", "keggdirected", "keggundirected"]
@@ -93,11 +93,9 @@ def main(argv=None):
     args.max_iter = args.max_iter or (50 if args.quick else 200)
     if require_uci("gp_ard") is None:
         raise SkipSuite("gp_ard: nothing to run without the UCI data")
-    from threadpoolctl import threadpool_limits
-
     torch.set_num_threads(1)
     rows = []
-    with threadpool_limits(1):
+    with thread_limits(1):
         for name in args.data:
             rows += rows_for(name, args)
     table = markdown_table(rows, ["data", "d", "model", "rmse", "nlpd", "lml", "fit_s", "mercer/sklearn"])

@@ -67,7 +67,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # gp.py
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # _common.py
 from _common import (SkipSuite, Timer, fmt_bytes, git_state, load_average, machine_info, markdown_table,  # noqa: E402
-                     parse_suite_args, require_uci, run_isolated, suite_parser, write_results)
+                     parse_suite_args, require_uci, run_isolated, suite_parser, thread_limits, write_results)
 from gp import load, nlpd, rmse  # noqa: E402
 
 SETS = ["pol", "elevators", "bike", "kin40k", "protein", "keggdirected", "keggundirected"]
@@ -381,13 +381,11 @@ def main(argv=None):
         args.gpytorch_python = None
     if args.falkon_python and not Path(args.falkon_python).exists():
         args.falkon_python = None
-    from threadpoolctl import threadpool_limits
-
     parts, tables = {}, []
     if require_uci("tune") is not None:
         torch.set_num_threads(1)
         rows = []
-        with threadpool_limits(1):
+        with thread_limits(1):
             warm_up()
             for name in args.data:
                 rows += rows_for(name, args)

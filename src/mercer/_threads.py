@@ -20,6 +20,15 @@ with one other busy process (README, "Threads").
    kernel rows are cheap), the work takes one thread; large products keep every core. Each call
    site names its size and limit; the limits and their measurements are documented where they
    are defined.
+
+3. **An optimiser's own arithmetic runs on one BLAS thread** (:func:`serial_blas`). SciPy's L-BFGS-B
+   calls the OpenBLAS that scipy loads (numpy loads another) on vectors of a few thousand
+   parameters between the objective's torch evaluations. At the default threads each call wakes
+   OpenBLAS's worker thread, which busy-waits after it and takes a core from torch's threads:
+   the objective's products then wait for their second thread. Measured with
+   NystroemKernelRidgeCV on the pol data set (``benchmarks/results/tune/history/blas-threads.md``).
+   ``threadpoolctl`` limits the libraries loaded when the block starts; mercer imports
+   ``scipy.optimize`` (and with it scipy's OpenBLAS) before any optimiser runs.
 """
 
 from __future__ import annotations
@@ -28,7 +37,7 @@ import contextlib
 import os
 import sys
 
-__all__ = ["apply_openmp_wait_policy", "num_threads", "serial_if_small"]
+__all__ = ["apply_openmp_wait_policy", "num_threads", "serial_blas", "serial_if_small"]
 
 
 def apply_openmp_wait_policy() -> bool:
@@ -77,3 +86,13 @@ def serial_if_small(device, work: float, limit: float, *, blas: bool = False):
 
     small = device.type == "cpu" and work <= limit and torch.get_num_threads() > 1
     return num_threads(1 if small else None, blas=blas and small)
+
+
+@contextlib.contextmanager
+def serial_blas():
+    """Run a block with one thread in the BLAS libraries that numpy and scipy have loaded (rule 3),
+    restoring their settings after; torch's threads are left as they are."""
+    import threadpoolctl
+
+    with threadpoolctl.threadpool_limits(1, user_api="blas"):
+        yield

@@ -36,6 +36,7 @@ from sklearn.exceptions import ConvergenceWarning
 
 from .._backend import check_random_state
 from .._progress import task
+from .._threads import serial_blas
 from .._validation import Interval, Options, describe
 
 __all__ = ["OPTIMIZER_CONSTRAINTS", "RunReport", "check_bounds", "check_target_scale", "chol_with_jitter", "minimise_into",
@@ -268,29 +269,36 @@ def optimize(loss_fn, theta0, bounds, *, method: str, max_iter: int, n_restarts:
     bounds = np.asarray(bounds, dtype=np.float64).reshape(-1, 2)
     if perturb is None:
         perturb = np.isfinite(bounds).all(axis=1)
-    runs = []
-    for start in range(n_restarts + 1):
-        x0 = np.clip(theta0, bounds[:, 0], bounds[:, 1])  # a start outside the box is moved onto it
-        if start and spread is None:
-            x0 = rng.uniform(bounds[:, 0], bounds[:, 1])
-        elif start:
-            x0[perturb] += rng.uniform(-spread, spread, size=int(perturb.sum()))
-            x0 = np.clip(x0, bounds[:, 0], bounds[:, 1])
-        with task(f"{desc} (start {start + 1} of {n_restarts + 1})" if n_restarts else desc, unit="eval") as bar:
-            obj = _Objective(loss_fn, dtype, device, bar)
-            f0, _ = obj(x0)
-            if callable(method):
-                x, f, conv, nit, msg = _user_optimizer(method, obj, x0, bounds)
-            elif method in ("lbfgs", "fmin_l_bfgs_b"):
-                x, f, conv, nit, msg = _lbfgs(obj, x0, bounds, max_iter, max_evals)
-            else:
-                x, f, conv, nit, msg = _adam(obj, x0, bounds, max_iter, lr, dtype, device)
-        if not f <= f0:  # never hand back a point worse than the start
-            x, f = x0, f0
-        runs.append(RunReport(start, f0, f, x, conv, nit, obj.n_evals, msg))
-        log.info("start %d: loss %.6g -> %.6g in %d iterations (%s)", start, f0, f, nit, msg)
+    with serial_blas():  # SciPy's L-BFGS-B bookkeeping: one BLAS thread beside torch's (mercer._threads)
+        runs = [_start(start, loss_fn, theta0, bounds, perturb, method=method, max_iter=max_iter, rng=rng, dtype=dtype,
+                       device=device, spread=spread, lr=lr, desc=desc, max_evals=max_evals, n_restarts=n_restarts)
+                for start in range(n_restarts + 1)]
     best = min(runs, key=lambda r: r.loss)
     return best, runs
+
+
+def _start(start, loss_fn, theta0, bounds, perturb, *, method, max_iter, rng, dtype, device, spread, lr, desc, max_evals,
+           n_restarts) -> RunReport:
+    """One run of :func:`optimize`: start ``start`` (0: ``theta0`` itself)."""
+    x0 = np.clip(theta0, bounds[:, 0], bounds[:, 1])  # a start outside the box is moved onto it
+    if start and spread is None:
+        x0 = rng.uniform(bounds[:, 0], bounds[:, 1])
+    elif start:
+        x0[perturb] += rng.uniform(-spread, spread, size=int(perturb.sum()))
+        x0 = np.clip(x0, bounds[:, 0], bounds[:, 1])
+    with task(f"{desc} (start {start + 1} of {n_restarts + 1})" if n_restarts else desc, unit="eval") as bar:
+        obj = _Objective(loss_fn, dtype, device, bar)
+        f0, _ = obj(x0)
+        if callable(method):
+            x, f, conv, nit, msg = _user_optimizer(method, obj, x0, bounds)
+        elif method in ("lbfgs", "fmin_l_bfgs_b"):
+            x, f, conv, nit, msg = _lbfgs(obj, x0, bounds, max_iter, max_evals)
+        else:
+            x, f, conv, nit, msg = _adam(obj, x0, bounds, max_iter, lr, dtype, device)
+    if not f <= f0:  # never hand back a point worse than the start
+        x, f = x0, f0
+    log.info("start %d: loss %.6g -> %.6g in %d iterations (%s)", start, f0, f, nit, msg)
+    return RunReport(start, f0, f, x, conv, nit, obj.n_evals, msg)
 
 
 def minimise_into(est, loss, theta: np.ndarray, bounds: np.ndarray, names: list, *, what: str, dtype,
