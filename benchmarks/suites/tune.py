@@ -355,7 +355,7 @@ def main(argv=None):
                    help="SparseGPRegressor's L-BFGS iterations (default 50; --quick 20)")
     p.add_argument("--ridge-max-iter", type=int, default=None,
                    help="NystroemKernelRidgeCV's max_iter (its first stage's iterations; default: its own default, "
-                        "80; --quick 20)")
+                        "100; --quick 20)")
     p.add_argument("--gpytorch-python", default=os.environ.get("GPYTORCH_PYTHON"),
                    help="interpreter with gpytorch installed (default $GPYTORCH_PYTHON; absent: skipped)")
     p.add_argument("--gpytorch-iter", type=int, default=50, help="Adam iterations (the tutorial's 50)")

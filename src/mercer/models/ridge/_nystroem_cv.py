@@ -491,7 +491,7 @@ class NystroemKernelRidgeCV(MultiOutputMixin, RegressorMixin, _NystroemCVBase):
         None evaluates the objective at the given values only.
     n_restarts_optimizer : int, default=0
         Extra starts, perturbed by up to a factor 10 in every hyperparameter (on the first stage).
-    max_iter : int, default=80
+    max_iter : int, default=100
         Optimiser iterations per start (on the first stage; see ``coarse_rows``).
     hyperparameter_bounds : (float, float), default=(1e-5, 1e5)
         In length-scale units (see :class:`mercer.kernels.LearnableKernel`).
@@ -534,7 +534,7 @@ class NystroemKernelRidgeCV(MultiOutputMixin, RegressorMixin, _NystroemCVBase):
 
     def __init__(self, alpha=1.0, *, kernel="rbf", gamma=None, degree=3, coef0=1, kernel_params=None,
                  n_centers="auto", centers="uniform", objective="gcv", validation_fraction=0.2, learn_alpha=True,
-                 learn_centers=False, coarse_rows="auto", optimizer="lbfgs", n_restarts_optimizer=0, max_iter=80,
+                 learn_centers=False, coarse_rows="auto", optimizer="lbfgs", n_restarts_optimizer=0, max_iter=100,
                  hyperparameter_bounds=(1e-5, 1e5), alpha_bounds=(1e-8, 1e8), fit_intercept=True, solver="auto",
                  tol=1e-3, random_state=None, device=None, dtype="float32", memory_budget=None):
         self.alpha = alpha
@@ -602,7 +602,7 @@ class NystroemKernelRidgeClassifierCV(ClassifierMixin, _NystroemCVBase):
 
     def __init__(self, alpha=1.0, *, kernel="rbf", gamma=None, degree=3, coef0=1, kernel_params=None,
                  n_centers="auto", centers="uniform", objective="gcv", validation_fraction=0.2, learn_alpha=True,
-                 learn_centers=False, coarse_rows="auto", optimizer="lbfgs", n_restarts_optimizer=0, max_iter=80,
+                 learn_centers=False, coarse_rows="auto", optimizer="lbfgs", n_restarts_optimizer=0, max_iter=100,
                  hyperparameter_bounds=(1e-5, 1e5), alpha_bounds=(1e-8, 1e8), fit_intercept=True, class_weight=None,
                  solver="auto", tol=1e-3, random_state=None, device=None, dtype="float32", memory_budget=None):
         self.alpha = alpha
