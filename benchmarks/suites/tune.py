@@ -30,7 +30,10 @@ Timings are wall clock, one torch / BLAS thread for every model (the machine is 
 ratios within a set, not absolute times); ``x best peer`` is the time over the fastest peer's. Every
 in-process model is fitted once on 300 synthetic rows before the first set (not timed): the first
 fit in a process pays lazy imports and compilation (~0.9 s CPU for NystroemKernelRidgeCV), which
-belong to no set.
+belong to no set. The peers' scripts warm up the same way (two iterations on 300 rows) before
+their timed fit. ``peak_MiB``: the fit's peak RSS over the process's RSS at its start (the data
+loaded), sampled every 5 ms; an in-process model runs after the earlier ones, whose freed memory the
+allocator may keep and reuse, so its figure can be lower than in a fresh process.
 
 Part 2, memory: the peak RSS of ``SparseGPRegressor.fit`` (M = 300, d = 8, 2 L-BFGS iterations,
 fixed inducing points) in a fresh process at two n, against the peak of a process that only holds
@@ -54,6 +57,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -72,7 +76,40 @@ from gp import load, nlpd, rmse  # noqa: E402
 
 SETS = ["pol", "elevators", "bike", "kin40k", "protein", "keggdirected", "keggundirected"]
 
-_GPYTORCH = r"""
+_PEAK = r"""
+import os as _os, threading as _threading
+
+
+class PeakRSS:
+    # the peak RSS of this process over its RSS at entry (over, bytes), sampled every 5 ms by a
+    # thread from /proc/self/statm (0 where that is absent)
+
+    def _rss(self):
+        try:
+            with open("/proc/self/statm") as f:
+                return int(f.read().split()[1]) * _os.sysconf("SC_PAGE_SIZE")
+        except (OSError, ValueError, IndexError):
+            return 0
+
+    def _watch(self):
+        while not self._stop.wait(0.005):
+            self.peak = max(self.peak, self._rss())
+
+    def __enter__(self):
+        self.start = self.peak = self._rss()
+        self._stop = _threading.Event()
+        self._thread = _threading.Thread(target=self._watch, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+        self.over = max(self.peak, self._rss()) - self.start
+"""
+exec(_PEAK)  # PeakRSS, for the in-process models; the peers' scripts start with the same text
+
+_GPYTORCH = _PEAK + r"""
 import json, sys, time
 import numpy as np, torch, gpytorch
 torch.set_num_threads(1)
@@ -91,6 +128,19 @@ class SGPR(gpytorch.models.ExactGP):
     def forward(self, x):
         return gpytorch.distributions.MultivariateNormal(self.mean_module(x), self.covar_module(x))
 
+def warm_up(x, y):  # first calls (lazy initialisation, allocator pools) outside the measured fit, as mercer's
+    likelihood = gpytorch.likelihoods.GaussianLikelihood()
+    model = SGPR(x, y, likelihood)
+    model.train(); likelihood.train()
+    opt = torch.optim.Adam(model.parameters(), lr=0.1)
+    mll = gpytorch.mlls.ExactMarginalLogLikelihood(likelihood, model)
+    for i in range(2):
+        opt.zero_grad()
+        (-mll(model(x), y)).backward()
+        opt.step()
+
+warm_up(tx[:max(M, 300)], ty[:max(M, 300)])
+pk = PeakRSS().__enter__()
 t0, c0 = time.perf_counter(), time.process_time()
 likelihood = gpytorch.likelihoods.GaussianLikelihood()
 model = SGPR(tx, ty, likelihood)
@@ -103,15 +153,16 @@ for i in range(iters):
     loss.backward()
     opt.step()
 fit, cpu = time.perf_counter() - t0, time.process_time() - c0
+pk.__exit__()
 model.eval(); likelihood.eval()
 with torch.no_grad(), gpytorch.settings.fast_pred_var():
     pred = likelihood(model(ex))
 print(json.dumps({"fit_s": fit, "cpu_s": cpu, "mean": pred.mean.numpy().tolist(), "var": pred.variance.numpy().tolist(),
-                  "noise": float(likelihood.noise)}))
+                  "noise": float(likelihood.noise), "peak": pk.over}))
 """
 
 
-_FALKON = r"""
+_FALKON = _PEAK + r"""
 import json, sys, time
 import numpy as np, torch
 torch.set_num_threads(1)
@@ -122,27 +173,36 @@ d = np.load(sys.argv[1])
 M, iters, objective, dtype = int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], getattr(torch, sys.argv[5])
 tx, ty = torch.tensor(d["Xtr"], dtype=dtype), torch.tensor(d["ytr"], dtype=dtype).reshape(-1, 1)
 ex = torch.tensor(d["Xte"], dtype=dtype)
-rng = np.random.default_rng(0)
+
+def fit(x, y, iters, rng):
+    opt = FalkonOptions(use_cpu=True)
+    sigma = torch.tensor([float(np.sqrt(x.shape[1]))] * x.shape[1], dtype=dtype).requires_grad_()
+    kernel = falkon.kernels.GaussianKernel(sigma=sigma, opt=opt)
+    centers = x[rng.choice(x.shape[0], size=M, replace=False)].clone()
+    model = {"NystromCompReg": NystromCompReg, "GCV": GCV, "SGPR": SGPR}[objective](
+        kernel=kernel, penalty_init=torch.tensor(1e-5, dtype=dtype), centers_init=centers, opt_penalty=True,
+        opt_centers=True)
+    adam = torch.optim.Adam(model.parameters(), lr=0.1)
+    for i in range(iters):
+        adam.zero_grad()
+        loss = model(x, y)
+        loss.backward()
+        adam.step()
+    return model
+
+# first calls (lazy initialisation, allocator pools) outside the measured fit, as mercer's
+fit(tx[:max(M, 300)], ty[:max(M, 300)], 2, np.random.default_rng(1))
+pk = PeakRSS().__enter__()
 t0, c0 = time.perf_counter(), time.process_time()
-opt = FalkonOptions(use_cpu=True)
-sigma = torch.tensor([float(np.sqrt(tx.shape[1]))] * tx.shape[1], dtype=dtype).requires_grad_()
-kernel = falkon.kernels.GaussianKernel(sigma=sigma, opt=opt)
-centers = tx[rng.choice(tx.shape[0], size=M, replace=False)].clone()
-model = {"NystromCompReg": NystromCompReg, "GCV": GCV, "SGPR": SGPR}[objective](
-    kernel=kernel, penalty_init=torch.tensor(1e-5, dtype=dtype), centers_init=centers, opt_penalty=True,
-    opt_centers=True)
-adam = torch.optim.Adam(model.parameters(), lr=0.1)
-for i in range(iters):
-    adam.zero_grad()
-    loss = model(tx, ty)
-    loss.backward()
-    adam.step()
+model = fit(tx, ty, iters, np.random.default_rng(0))
 fit, cpu = time.perf_counter() - t0, time.process_time() - c0
+pk.__exit__()
 with torch.no_grad():
     pred = model.predict(ex).reshape(-1)
 if objective == "GCV":  # GCV.predict (0.9.0) scales by sqrt(penalty (rows predicted - 1)), not the training rows'
     pred = pred * float(np.sqrt((ex.shape[0] - 1) / (tx.shape[0] - 1)))
-print(json.dumps({"fit_s": fit, "cpu_s": cpu, "mean": pred.double().numpy().tolist(), "penalty": float(model.penalty)}))
+print(json.dumps({"fit_s": fit, "cpu_s": cpu, "mean": pred.double().numpy().tolist(), "penalty": float(model.penalty),
+                  "peak": pk.over}))
 """
 
 
@@ -151,12 +211,15 @@ class _Clock(Timer):
     single-threaded fits compare where their wall times depend on what else ran meanwhile."""
 
     def __enter__(self):
+        self._peak = PeakRSS().__enter__()  # noqa: F821 (defined by exec(_PEAK))
         self._c0 = time.process_time()
         return super().__enter__()
 
     def __exit__(self, *exc):
         super().__exit__(*exc)
         self.cpu = time.process_time() - self._c0
+        self._peak.__exit__(*exc)
+        self.peak = self._peak.over
 
 
 def gpytorch_row(python, name, Xtr, ytr, Xte, yte, M, iters):
@@ -172,7 +235,7 @@ def gpytorch_row(python, name, Xtr, ytr, Xte, yte, M, iters):
     r = json.loads(out.stdout.strip().splitlines()[-1])
     m, v = np.asarray(r["mean"]), np.asarray(r["var"])  # the likelihood's: the noise included
     return {"model": f"GPyTorch SGPR (Adam, {iters} iterations)", "rmse": rmse(yte, m), "nlpd": nlpd(yte, m, v),
-            "fit_s": r["fit_s"], "cpu_s": r["cpu_s"], "notes": f"noise {r['noise']:.3g}"}
+            "fit_s": r["fit_s"], "cpu_s": r["cpu_s"], "peak_MiB": _mib(r["peak"]), "notes": f"noise {r['noise']:.3g}"}
 
 
 def falkon_row(python, name, Xtr, ytr, Xte, yte, M, iters, objective, dtype):
@@ -188,7 +251,11 @@ def falkon_row(python, name, Xtr, ytr, Xte, yte, M, iters, objective, dtype):
     r = json.loads(out.stdout.strip().splitlines()[-1])
     return {"model": f"FALKON hopt {objective} ({dtype}, Adam, {iters} iterations)",
             "rmse": rmse(yte, np.asarray(r["mean"])), "fit_s": r["fit_s"], "cpu_s": r["cpu_s"],
-            "notes": f"penalty {r['penalty']:.3g}"}
+            "peak_MiB": _mib(r["peak"]), "notes": f"penalty {r['penalty']:.3g}"}
+
+
+def _mib(nbytes) -> float:
+    return round(nbytes / 2**20, 1)
 
 
 def _stages(model):
@@ -253,14 +320,14 @@ def rows_for(name, args):
             ny = NystroemKernelRidgeCV(kernel=RBF(gamma=[1.0 / (2 * d)] * d), alpha=1e-3 * n, n_centers=M,
                                        learn_centers=True, random_state=0, **ridge_iter).fit(Xtr, ytr)
         add({"model": "mercer NystroemKernelRidgeCV (ARD, GCV, centres)", "rmse": rmse(yte, ny.predict(Xte)),
-             "fit_s": t.seconds, "cpu_s": t.cpu,
+             "fit_s": t.seconds, "cpu_s": t.cpu, "peak_MiB": _mib(t.peak),
              "notes": f"alpha/n {ny.alpha_ / n:.3g}, {ny.n_evals_} evaluations ({_stages(ny)})"})
         with _Clock() as t:
             sg = SparseGPRegressor(n_inducing=M, kernel=1.0 * RBF(sigma=[math.sqrt(d)] * d), noise=0.1,
                                    max_iter=args.max_iter, random_state=0).fit(Xtr, ytr)
         m, s = sg.predict(Xte, return_std=True)
         add({"model": "mercer SparseGPRegressor (ARD, L-BFGS)", "rmse": rmse(yte, m), "nlpd": nlpd(yte, m, s**2 + sg.noise_),
-             "fit_s": t.seconds, "cpu_s": t.cpu, "notes": f"noise {sg.noise_:.3g}, {sum(r['n_evals'] for r in sg.optimizer_results_)} "
+             "fit_s": t.seconds, "cpu_s": t.cpu, "peak_MiB": _mib(t.peak), "notes": f"noise {sg.noise_:.3g}, {sum(r['n_evals'] for r in sg.optimizer_results_)} "
                                           "evaluations"})
         if "sklearn" in args.refs:
             grid = {"nystroem__gamma": np.logspace(-2, 2, 9) / (2 * d), "ridge__alpha": np.logspace(-4, 0, 5)}
@@ -270,7 +337,7 @@ def rows_for(name, args):
                                          scoring="neg_mean_squared_error", random_state=0).fit(Xtr, ytr)
             best = hs.best_params_
             add({"model": "sklearn HalvingGridSearchCV(Nystroem + Ridge)", "rmse": rmse(yte, hs.predict(Xte)),
-                 "fit_s": t.seconds, "cpu_s": t.cpu, "notes": f"gamma {best['nystroem__gamma']:.3g}, alpha {best['ridge__alpha']:.3g}, "
+                 "fit_s": t.seconds, "cpu_s": t.cpu, "peak_MiB": _mib(t.peak), "notes": f"gamma {best['nystroem__gamma']:.3g}, alpha {best['ridge__alpha']:.3g}, "
                                               f"{sum(hs.n_candidates_)} candidate fits x 3 folds"})
         if "gpytorch" in args.refs and args.gpytorch_python:
             r = gpytorch_row(args.gpytorch_python, name, Xtr, ytr, Xte, yte, M, args.gpytorch_iter)
@@ -318,6 +385,7 @@ def memory_rows(args):
 
 
 _UCI_COLUMNS = ["data", "n_train", "d", "M", "model", "rmse", "nlpd", "fit_s", "x best peer", "cpu_s", "cpu x best peer",
+                "peak_MiB",
                 "notes"]
 
 
@@ -335,13 +403,24 @@ def merge(args):
     runs_md = "\n".join(f"- `{run['command']}` (git {run['git']}; load {run['load']}; {run['machine']})" for run in runs)
     parts, text = {"uci": rows}, f"Runs merged (one process each; ratios within a set come from one run):\n\n{runs_md}\n\n"
     text += markdown_table(rows, _UCI_COLUMNS)
+    source = None
     if memory is not None:
         parts["memory"] = memory["parts"]["memory"]
-        text += f"\n\nMemory part, from `{memory['command']}` (git {memory['git']}):\n\n" + markdown_table(parts["memory"])
+        source = memory.get("memory_source") or _memory_source(memory, Path(args.out) / "latest.md")
+        text += f"\n\nMemory part, from `{source['command']}` (git {source['git']}):\n\n" + markdown_table(parts["memory"])
     print(text)
     write_results(args, {"merged": [{"command": r["command"], "git": r["git"], "load": r["load"], "machine": r["machine"]}
-                                    for r in runs], "parts": parts},
+                                    for r in runs], "parts": parts, "memory_source": source},
                   text, title="Hyperparameters learned at the scale of the fit")
+
+
+def _memory_source(run: dict, latest_md: Path) -> dict:
+    """The command and git state of the run that measured a memory part: the run's own, or, for a
+    merged ``latest`` written before it recorded them, what its markdown says."""
+    if "git" in run:
+        return {"command": run["command"], "git": run["git"]}
+    m = re.search(r"Memory part, from `([^`]*)` \(git ([^)]*)\)", latest_md.read_text() if latest_md.is_file() else "")
+    return {"command": m.group(1), "git": m.group(2)} if m else {"command": "unknown", "git": "unknown"}
 
 
 def main(argv=None):
