@@ -174,7 +174,7 @@ M, iters, objective, dtype = int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], ge
 tx, ty = torch.tensor(d["Xtr"], dtype=dtype), torch.tensor(d["ytr"], dtype=dtype).reshape(-1, 1)
 ex = torch.tensor(d["Xte"], dtype=dtype)
 
-def fit(x, y, iters, rng):
+def learn(x, y, iters, rng):
     opt = FalkonOptions(use_cpu=True)
     sigma = torch.tensor([float(np.sqrt(x.shape[1]))] * x.shape[1], dtype=dtype).requires_grad_()
     kernel = falkon.kernels.GaussianKernel(sigma=sigma, opt=opt)
@@ -191,10 +191,10 @@ def fit(x, y, iters, rng):
     return model
 
 # first calls (lazy initialisation, allocator pools) outside the measured fit, as mercer's
-fit(tx[:max(M, 300)], ty[:max(M, 300)], 2, np.random.default_rng(1))
+learn(tx[:max(M, 300)], ty[:max(M, 300)], 2, np.random.default_rng(1))
 pk = PeakRSS().__enter__()
 t0, c0 = time.perf_counter(), time.process_time()
-model = fit(tx, ty, iters, np.random.default_rng(0))
+model = learn(tx, ty, iters, np.random.default_rng(0))
 fit, cpu = time.perf_counter() - t0, time.process_time() - c0
 pk.__exit__()
 with torch.no_grad():
